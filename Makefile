@@ -1,0 +1,97 @@
+# cell: the on-instance runtime of a Kip cell. See HACKING.md.
+#
+#   make            build every binary into $(OUT)/bin
+#   make check      build and run the whole suite (unit, fuzz replay,
+#                   integration); ends with "N passed, N failed"
+#   make asan       the same suite under ASan+UBSan (OUT=build-asan)
+#   make lint       clang-format check and the banned-function check
+#   make fuzz       libFuzzer builds of every harness (clang)
+
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+OUT ?= build
+CC ?= cc
+PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lpthread
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
+	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation \
+	-Werror=implicit-function-declaration -Werror=vla \
+	-Werror=return-type -Werror=incompatible-pointer-types
+CFLAGS ?= -O2 -g
+SAN ?=
+ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
+	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull $(PKG_CFLAGS) \
+	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
+ALL_LDFLAGS := $(LDFLAGS) $(SAN)
+
+# Each component is a library plus a thin main.c.
+COMMON_SRC := $(wildcard common/*.c)
+PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
+
+COMMON_LIB := $(OUT)/lib/libcommon.a
+PULL_LIB := $(OUT)/lib/libimagepull.a
+LIBS := $(PULL_LIB) $(COMMON_LIB)
+
+BINS := $(OUT)/bin/cell-pull
+UNIT_SRC := $(wildcard tests/unit/test-*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(OUT)/fuzz/%,$(FUZZ_SRC))
+FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
+
+obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
+
+.PHONY: all check asan lint fuzz clean tests deps
+all: $(BINS)
+
+$(OUT)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(COMMON_LIB): $(call obj,$(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(PULL_LIB): $(call obj,$(PULL_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(OUT)/bin/cell-pull: $(call obj,imagepull/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(OUT)/tests/%: $(call obj,tests/unit/%.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# Fuzz harnesses: the same file linked with a replay main (runs in every
+# `make check`) or, with clang, with libFuzzer.
+$(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC)
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
+		-Icommon -Iimagepull $(PKG_CFLAGS) \
+		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
+
+tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)
+
+check: tests
+	OUT=$(OUT) tests/run.sh
+
+asan:
+	$(MAKE) OUT=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+		SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" check
+
+fuzz: $(FUZZ_LIBFUZZER)
+
+lint:
+	scripts/lint.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(OUT)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,169 @@
+#include "fsutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "util.h"
+
+int fs_mkdir_p(const char *path, mode_t mode, struct cerr *e)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(tmp))
+		return cerr_set(e, ENAMETOOLONG, "bad directory path '%s'",
+				path);
+	memcpy(tmp, path, len + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return cerr_sys(e, "mkdir %s", tmp);
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkdir %s", tmp);
+	return 0;
+}
+
+int fs_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t len,
+		    mode_t mode, struct cerr *e)
+{
+	cleanup_free char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
+	cleanup_close int fd = -1;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		  mode);
+	if (fd < 0)
+		return cerr_sys(e, "create %s", tmp);
+	if (fchmod(fd, mode) < 0 || fs_write_all(fd, data, len) < 0 ||
+	    fsync(fd) < 0) {
+		cerr_sys(e, "write %s", tmp);
+		unlink(tmp);
+		return -1;
+	}
+	if (rename(tmp, path) < 0) {
+		cerr_sys(e, "rename %s", tmp);
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+int fs_read_fd(int fd, struct buf *out, struct cerr *e)
+{
+	char chunk[65536];
+
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return cerr_sys(e, "read");
+		}
+		if (n == 0)
+			return 0;
+		if (buf_append(out, chunk, (size_t)n, e) < 0)
+			return -1;
+	}
+}
+
+int fs_read_file(const char *path, struct buf *out, struct cerr *e)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return cerr_sys(e, "open %s", path);
+	if (fs_read_fd(fd, out, e) < 0)
+		return cerr_prefix(e, "%s", path);
+	return 0;
+}
+
+static int rm_tree(int parent, const char *name, dev_t dev, int depth,
+		   struct cerr *e)
+{
+	struct stat st;
+	int fd;
+	DIR *d;
+	struct dirent *de;
+
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : cerr_sys(e, "stat %s", name);
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(parent, name, 0) < 0 && errno != ENOENT)
+			return cerr_sys(e, "unlink %s", name);
+		return 0;
+	}
+	if (st.st_dev != dev)
+		return cerr_set(e, EXDEV, "%s is a mount point; not removing",
+				name);
+	if (depth > 4096)
+		return cerr_set(e, ELOOP, "directory tree too deep at %s",
+				name);
+	fd = openat(parent, name,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cerr_sys(e, "open %s", name);
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return cerr_sys(e, "opendir %s", name);
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (rm_tree(dirfd(d), de->d_name, dev, depth + 1, e) < 0) {
+			closedir(d);
+			return -1;
+		}
+	}
+	closedir(d);
+	if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return cerr_sys(e, "rmdir %s", name);
+	return 0;
+}
+
+int fs_rm_rf_at(int dirfd, const char *name, struct cerr *e)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : cerr_sys(e, "stat %s", name);
+	return rm_tree(dirfd, name, st.st_dev, 0, e);
+}
+
+int fs_rm_rf(const char *path, struct cerr *e)
+{
+	return fs_rm_rf_at(AT_FDCWD, path, e);
+}
+
+bool fs_exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}

@@ -1,0 +1,29 @@
+/* File-system helpers: atomic writes, bounded reads, tree removal that never
+ * follows a symlink. */
+#ifndef CELL_FSUTIL_H
+#define CELL_FSUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "err.h"
+
+int fs_mkdir_p(const char *path, mode_t mode, struct cerr *e);
+/* Write data to path through a temporary file in the same directory, fsync
+ * it and rename it into place. */
+int fs_write_atomic(const char *path, const void *data, size_t len,
+		    mode_t mode, struct cerr *e);
+/* Read a whole file into out (which sets the cap); EFBIG when larger. */
+int fs_read_file(const char *path, struct buf *out, struct cerr *e);
+int fs_read_fd(int fd, struct buf *out, struct cerr *e);
+/* Remove name (file or tree) inside dirfd without following symlinks and
+ * without crossing into other mounts. A missing name is not an error. */
+int fs_rm_rf_at(int dirfd, const char *name, struct cerr *e);
+int fs_rm_rf(const char *path, struct cerr *e);
+bool fs_exists(const char *path);
+/* Write all of buf to fd, retrying short writes and EINTR. */
+int fs_write_all(int fd, const void *buf, size_t len);
+
+#endif

@@ -1,0 +1,34 @@
+/* Small helpers used everywhere: allocation that aborts on exhaustion (the
+ * house rule: out-of-memory aborts), string builders, number parsing. */
+#ifndef CELL_UTIL_H
+#define CELL_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+bool str_has_prefix(const char *s, const char *prefix);
+bool str_has_suffix(const char *s, const char *suffix);
+/* Free a NULL-terminated array of strings and the array itself. */
+void strv_free(char **v);
+size_t strv_len(char *const *v);
+
+/* Parse a whole decimal string into [min, max]; no trailing junk. */
+int parse_int64(const char *s, int64_t min, int64_t max, int64_t *out,
+		struct cerr *e);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t now_ns(void);
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,141 @@
+/* Unit tests of the common library: errors, buffers, safe paths, digests. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/tap.h"
+#include "buf.h"
+#include "cleanup.h"
+#include "digest.h"
+#include "err.h"
+#include "fsutil.h"
+#include "path.h"
+#include "util.h"
+
+static void test_err(void)
+{
+	struct cerr e = {0};
+
+	ok(cerr_set(&e, ENOENT, "blob %s", "x") == -1, "cerr_set returns -1");
+	cerr_prefix(&e, "pull %s", "busybox");
+	is_str(e.msg, "pull busybox: blob x", "context is prepended");
+	ok(e.code == ENOENT, "code kept");
+	errno = EACCES;
+	cerr_sys(&e, "open %s", "f");
+	is_str(e.msg, "open f: Permission denied", "cerr_sys appends strerror");
+}
+
+static void test_buf(void)
+{
+	struct buf b;
+	struct cerr e = {0};
+
+	buf_init(&b, 8);
+	ok(buf_append(&b, "1234", 4, &e) == 0, "append within cap");
+	ok(buf_append(&b, "56789", 5, &e) < 0 && e.code == EFBIG,
+	   "append over cap fails with EFBIG");
+	ok(b.len == 4 && !strcmp(b.data, "1234"), "failed append changes nothing");
+	buf_free(&b);
+}
+
+static void test_clean(void)
+{
+	char out[64];
+	struct cerr e = {0};
+
+	ok(path_clean("/a//b/./c/", out, sizeof(out), &e) == 0 &&
+		   !strcmp(out, "a/b/c"),
+	   "clean collapses and strips");
+	ok(path_clean("./", out, sizeof(out), &e) == 0 && !strcmp(out, ""),
+	   "root becomes empty");
+	ok(path_clean("a/../b", out, sizeof(out), &e) < 0 && e.code == EINVAL,
+	   "'..' refused");
+	ok(path_clean("..", out, sizeof(out), &e) < 0, "bare '..' refused");
+	ok(path_clean("a/..b/c..", out, sizeof(out), &e) == 0,
+	   "names with dots are fine");
+	ok(path_clean("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		      out, sizeof(out), &e) < 0 &&
+		   e.code == ENAMETOOLONG,
+	   "too long refused");
+}
+
+static void test_beneath(bool fallback)
+{
+	char tmpl[] = "/tmp/cell-path-XXXXXX";
+	char *dir = mkdtemp(tmpl);
+	cleanup_close int root = -1;
+	struct cerr e = {0};
+	const char *base;
+	int fd;
+	const char *how = fallback ? "fallback" : "openat2";
+
+	path_force_fallback(fallback);
+	ok(dir != NULL, "%s: tmpdir", how);
+	root = open(dir, O_PATH | O_DIRECTORY);
+	ok(mkdirat(root, "real", 0755) == 0, "%s: mkdir", how);
+	ok(symlinkat("real", root, "rel") == 0 &&
+		   symlinkat("/etc", root, "abs") == 0 &&
+		   symlinkat("../..", root, "up") == 0 &&
+		   symlinkat("real/../real", root, "zig") == 0,
+	   "%s: links", how);
+	fd = path_open_beneath(root, "rel/f", O_WRONLY | O_CREAT, 0644, &e);
+	ok(fd >= 0, "%s: create through a relative link", how);
+	if (fd >= 0)
+		close(fd);
+	ok(faccessat(root, "real/f", F_OK, 0) == 0, "%s: landed inside", how);
+	fd = path_open_beneath(root, "abs/passwd", O_RDONLY, 0, &e);
+	ok(fd < 0 && e.code == EXDEV, "%s: absolute link refused (%s)", how,
+	   e.msg);
+	fd = path_open_beneath(root, "up/x", O_WRONLY | O_CREAT, 0644, &e);
+	ok(fd < 0 && (e.code == EXDEV || e.code == ELOOP),
+	   "%s: escaping link refused", how);
+	fd = path_open_beneath(root, "zig/f", O_RDONLY, 0, &e);
+	ok(fd >= 0, "%s: zigzag link that stays inside works", how);
+	if (fd >= 0)
+		close(fd);
+	fd = path_open_parent(root, "new/deep/dir/file", true, &base, &e);
+	ok(fd >= 0 && !strcmp(base, "file"), "%s: parents created", how);
+	if (fd >= 0)
+		close(fd);
+	ok(faccessat(root, "new/deep/dir", F_OK, 0) == 0, "%s: dirs exist", how);
+	fd = path_open_parent(root, "abs/x/y", true, &base, &e);
+	ok(fd < 0 && e.code == EXDEV, "%s: mkdirs through absolute link refused",
+	   how);
+	ok(access("/etc/x", F_OK) != 0, "%s: nothing created outside", how);
+	fd = path_open_parent(root, "rel/sub/f", true, &base, &e);
+	ok(fd >= 0, "%s: mkdirs through relative link", how);
+	if (fd >= 0)
+		close(fd);
+	ok(faccessat(root, "real/sub", F_OK, 0) == 0,
+	   "%s: created in link target", how);
+	ok(fs_rm_rf(dir, &e) == 0 && access(dir, F_OK) != 0, "%s: rm -rf", how);
+	path_force_fallback(false);
+}
+
+static void test_digest(void)
+{
+	char out[DIGEST_STR_MAX];
+	struct cerr e = {0};
+
+	ok(digest_buf("sha256", "abc", 3, out, &e) == 0, "digest abc");
+	is_str(out,
+	       "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+	       "sha256 of abc");
+	ok(digest_validate(out, &e) == 0, "valid digest");
+	ok(digest_validate("sha256:BA78", &e) < 0, "short/upper digest refused");
+	ok(digest_validate("md5:abc", &e) < 0, "unknown algorithm refused");
+}
+
+int main(void)
+{
+	test_err();
+	test_buf();
+	test_clean();
+	test_beneath(false);
+	test_beneath(true);
+	test_digest();
+	return tap_done();
+}
