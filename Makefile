@@ -45,9 +45,15 @@ obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 .PHONY: all check asan lint fuzz clean tests deps
 all: $(BINS)
 
+V ?= 0
+ifeq ($(V),0)
+Q := @
+endif
+
 $(OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(COMMON_LIB): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "err.h"
 #include "pull.h"
 
@@ -102,8 +103,8 @@ struct www_auth {
 int www_auth_parse(const char *header, struct www_auth *out, struct cerr *e);
 void www_auth_free(struct www_auth *w);
 /* Look registry up in a docker config.json ("auths": host, "https://host",
- * "https://host/v1/" …; Docker Hub under its index.docker.io names). Sets
- * *user/*pass to NULL when there is no entry. */
+ * "https://host/v1/"; Docker Hub under its index.docker.io names). Sets
+ * *user and *pass to NULL when there is no entry. */
 int authfile_lookup(const char *json, size_t len, const char *registry,
 		    char **user, char **pass, struct cerr *e);
 /* Parse a token endpoint reply: "token" or "access_token", "expires_in"
@@ -130,5 +131,93 @@ int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
  * from an fd. */
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,
 		    struct unpack_stats *st, struct cerr *e);
+
+/* ---- decompress.c: streaming gzip (ISA-L), zstd and plain layers ---- */
+struct decomp;
+/* Guess from the first bytes (gzip and zstd magic); the media type is only a
+ * hint, as in Docker. */
+enum compression compression_sniff(const void *p, size_t n);
+struct decomp *decomp_new(enum compression c);
+/* Consume input and produce output. *end is set once the compressed stream
+ * ended (for plain streams: never; the caller ends at end of input). */
+int decomp_run(struct decomp *d, const void *in, size_t in_len,
+	       size_t *consumed, void *out, size_t out_cap, size_t *produced,
+	       bool *end, struct cerr *e);
+/* After the input ran out: is the stream complete? */
+bool decomp_finished(const struct decomp *d);
+void decomp_free(struct decomp *d);
+
+/* ---- registry.c: the distribution API over libcurl ---- */
+struct registry;
+struct registry_opts {
+	const char *username, *password; /* NULL: anonymous */
+	const char *registry_url;        /* overrides the ref's host */
+	const char *ca_file;
+	const char *const *insecure;     /* hosts reached over plain HTTP */
+	int retries;                     /* attempts after the first */
+};
+int registry_open(const struct image_ref *ref, const struct registry_opts *o,
+		  struct registry **out, struct cerr *e);
+void registry_close(struct registry *r);
+/* GET a manifest by tag or digest into body (capped at MANIFEST_MAX). */
+int registry_get_manifest(struct registry *r, const char *reference,
+			  struct buf *body, char **content_type,
+			  struct cerr *e);
+/* GET a small blob into body (body->max is the cap). */
+int registry_get_blob(struct registry *r, const char *digest,
+		      struct buf *body, struct cerr *e);
+/* Stream a blob from byte offset to sink. A dropped connection or a 5xx is
+ * retried with back-off and resumed with Range where it stopped. A sink that
+ * returns < 0 aborts the transfer (its error is in e). */
+typedef int (*blob_sink_fn)(void *arg, const void *p, size_t n,
+			    struct cerr *e);
+int registry_stream_blob(struct registry *r, const char *digest,
+			 uint64_t offset, blob_sink_fn sink, void *arg,
+			 struct cerr *e);
+
+/* ---- cache.c: the content-addressed cache under --workdir ----
+ * blobs/sha256/<hex>     verified blobs: manifests, configs, layers
+ * layers/sha256/<hex>/   unpacked layers by diff-id, overlayfs form
+ * l/<12 hex>             short names for overlay lowerdirs
+ * tmp/                   work in progress: blob-<hex>, layer-<hex>
+ * locks/                 flock files, one per digest, plus "gc"
+ * images/<hex>.json      one record per pulled reference
+ * mounts/<16 hex>/       upper and work dirs of --mount targets */
+struct cache {
+	char *root;
+	int fd;
+	int gc_lock; /* held shared for a pull's lifetime, exclusive by gc */
+};
+int cache_open(const char *root, bool for_gc, struct cache *c,
+	       struct cerr *e);
+void cache_close(struct cache *c);
+/* A path under the cache root; the caller frees it. */
+char *cache_path(const struct cache *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Exclusive flock on locks/<algo>-<hex>; returns the fd to close. */
+int cache_lock(const struct cache *c, const char *digest, struct cerr *e);
+/* A committed blob of the given size (size < 0: any). */
+bool cache_has_blob(const struct cache *c, const char *digest, int64_t size);
+/* Read a small committed blob and check its digest; ENOENT when absent;
+ * a corrupt blob is removed and reported as EBADMSG. */
+int cache_read_blob(const struct cache *c, const char *digest,
+		    struct buf *out, struct cerr *e);
+/* Re-hash a committed blob; a corrupt one is removed (EBADMSG). */
+int cache_verify_blob(const struct cache *c, const char *digest,
+		      struct cerr *e);
+/* Store a small blob whose digest the caller has checked. */
+int cache_put_blob(const struct cache *c, const char *digest,
+		   const void *data, size_t len, struct cerr *e);
+bool cache_has_layer(const struct cache *c, const char *diff_id);
+/* Record a successful pull (for gc). */
+int cache_record_image(const struct cache *c, const char *ref,
+		       const char *const *digests, size_t n,
+		       const char *const *diff_ids, size_t n_diff,
+		       struct cerr *e);
+
+/* ---- mount.c: overlayfs over cached layers ---- */
+int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
+		  const char *target, const char *upper_parent,
+		  struct cerr *e);
 
 #endif

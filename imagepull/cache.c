@@ -1,0 +1,217 @@
+/* The content-addressed cache: blobs by digest, unpacked layers by diff-id.
+ * Entries appear only by rename() of a finished, verified temporary, so a
+ * crashed pull leaves at most a tmp/ entry that the next holder of the same
+ * lock clears (or resumes, for a partial blob). flock() locks die with their
+ * process, which is what makes that recovery safe. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "digest.h"
+#include "fsutil.h"
+#include "jsonutil.h"
+#include "pull-internal.h"
+#include "util.h"
+
+static const char *const cache_dirs[] = {
+	"blobs", "blobs/sha256", "blobs/sha512", "layers", "layers/sha256",
+	"layers/sha512", "l", "tmp", "locks", "images", "mounts",
+};
+
+char *cache_path(const struct cache *c, const char *fmt, ...)
+{
+	cleanup_free char *rel = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&rel, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	return xasprintf("%s/%s", c->root, rel);
+}
+
+int cache_open(const char *root, bool for_gc, struct cache *c,
+	       struct cerr *e)
+{
+	c->root = NULL;
+	c->fd = c->gc_lock = -1;
+	if (fs_mkdir_p(root, 0700, e) < 0)
+		return cerr_prefix(e, "cache %s", root);
+	c->root = realpath(root, NULL);
+	if (!c->root)
+		return cerr_sys(e, "cache %s", root);
+	c->fd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (c->fd < 0)
+		return cerr_sys(e, "open cache %s", c->root);
+	for (size_t i = 0; i < ARRAY_SIZE(cache_dirs); i++)
+		if (mkdirat(c->fd, cache_dirs[i], 0700) < 0 && errno != EEXIST)
+			return cerr_sys(e, "mkdir %s/%s", c->root,
+					cache_dirs[i]);
+	c->gc_lock = openat(c->fd, "locks/gc", O_RDWR | O_CREAT | O_CLOEXEC,
+			    0600);
+	if (c->gc_lock < 0 ||
+	    flock(c->gc_lock, for_gc ? LOCK_EX : LOCK_SH) < 0)
+		return cerr_sys(e, "lock %s/locks/gc", c->root);
+	return 0;
+}
+
+void cache_close(struct cache *c)
+{
+	if (c->gc_lock >= 0)
+		close(c->gc_lock);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->root);
+	c->root = NULL;
+	c->fd = c->gc_lock = -1;
+}
+
+/* "sha256:abc" → "sha256/abc" (the digest was validated by the caller). */
+static char *digest_rel(const char *digest)
+{
+	char *s = xstrdup(digest);
+	char *colon = strchr(s, ':');
+	if (colon)
+		*colon = '/';
+	return s;
+}
+
+int cache_lock(const struct cache *c, const char *digest, struct cerr *e)
+{
+	cleanup_free char *name = xasprintf("locks/%s", digest);
+	int fd;
+
+	*strchr(name, ':') = '-';
+	fd = openat(c->fd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cerr_sys(e, "lock %s", name);
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			cerr_sys(e, "flock %s", name);
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+bool cache_has_blob(const struct cache *c, const char *digest, int64_t size)
+{
+	cleanup_free char *rel = digest_rel(digest);
+	cleanup_free char *p = xasprintf("blobs/%s", rel);
+	struct stat st;
+
+	if (fstatat(c->fd, p, &st, 0) < 0 || !S_ISREG(st.st_mode))
+		return false;
+	return size < 0 || st.st_size == size;
+}
+
+static int hash_fd(int fd, struct hasher *h, struct buf *keep, struct cerr *e)
+{
+	static __thread unsigned char chunk[1 << 16];
+
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return cerr_sys(e, "read");
+		if (n == 0)
+			return 0;
+		hasher_update(h, chunk, (size_t)n);
+		if (keep && buf_append(keep, chunk, (size_t)n, e) < 0)
+			return -1;
+	}
+}
+
+/* Hash a committed blob, optionally keeping its bytes; remove it when the
+ * digest does not match. */
+static int check_blob(const struct cache *c, const char *digest,
+		      struct buf *keep, struct cerr *e)
+{
+	cleanup_free char *rel = digest_rel(digest);
+	cleanup_free char *p = xasprintf("blobs/%s", rel);
+	cleanup_close int fd = openat(c->fd, p, O_RDONLY | O_CLOEXEC);
+	char got[DIGEST_STR_MAX];
+	struct hasher h;
+
+	if (fd < 0)
+		return cerr_sys(e, "cached blob %s", digest);
+	if (hasher_init(&h, digest, e) < 0)
+		return -1;
+	if (hash_fd(fd, &h, keep, e) < 0) {
+		hasher_free(&h);
+		return cerr_prefix(e, "cached blob %s", digest);
+	}
+	hasher_final(&h, got);
+	if (strcmp(got, digest) != 0) {
+		unlinkat(c->fd, p, 0);
+		return cerr_set(e, EBADMSG,
+				"cached blob %s is corrupt (hashes to %s); "
+				"removed",
+				digest, got);
+	}
+	return 0;
+}
+
+int cache_read_blob(const struct cache *c, const char *digest,
+		    struct buf *out, struct cerr *e)
+{
+	return check_blob(c, digest, out, e);
+}
+
+int cache_verify_blob(const struct cache *c, const char *digest,
+		      struct cerr *e)
+{
+	return check_blob(c, digest, NULL, e);
+}
+
+int cache_put_blob(const struct cache *c, const char *digest,
+		   const void *data, size_t len, struct cerr *e)
+{
+	cleanup_free char *rel = digest_rel(digest);
+	cleanup_free char *p = cache_path(c, "blobs/%s", rel);
+
+	return fs_write_atomic(p, data, len, 0600, e);
+}
+
+bool cache_has_layer(const struct cache *c, const char *diff_id)
+{
+	cleanup_free char *rel = digest_rel(diff_id);
+	cleanup_free char *p = xasprintf("layers/%s", rel);
+	struct stat st;
+
+	return fstatat(c->fd, p, &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cache_record_image(const struct cache *c, const char *ref,
+		       const char *const *digests, size_t n,
+		       const char *const *diff_ids, size_t n_diff,
+		       struct cerr *e)
+{
+	cleanup_json json_t *j = json_object(), *blobs = json_array(),
+			    *layers = json_array();
+	char key[DIGEST_STR_MAX];
+	cleanup_free char *text = NULL, *p = NULL;
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(blobs, json_string(digests[i]));
+	for (size_t i = 0; i < n_diff; i++)
+		json_array_append_new(layers, json_string(diff_ids[i]));
+	json_object_set_new(j, "ref", json_string(ref));
+	json_object_set(j, "blobs", blobs);
+	json_object_set(j, "layers", layers);
+	text = json_dumps(j, JSON_INDENT(1));
+	if (!text || digest_buf("sha256", ref, strlen(ref), key, e) < 0)
+		return cerr_set(e, ENOMEM, "record image");
+	p = cache_path(c, "images/%s.json", digest_hex(key));
+	return fs_write_atomic(p, text, strlen(text), 0600, e);
+}

@@ -1,0 +1,60 @@
+/* Shared state of one pull's layer pipelines (fetch.c, pull.c). */
+#ifndef CELL_FETCH_H
+#define CELL_FETCH_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "digest.h"
+#include "pull-internal.h"
+
+struct fetch;
+
+/* One unique layer blob: a download into the spool, read by layer jobs. */
+struct blob_job {
+	struct fetch *fetch;
+	const struct descriptor *desc;
+	int first_layer;       /* for progress events */
+	bool needed;           /* some layer must read it */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int fd;                /* reader fd on the spool or cached blob */
+	uint64_t avail;        /* bytes readable at fd */
+	bool done, failed, cached;
+	struct cerr err;
+	/* writer side, owned by the download thread */
+	int wfd;
+	struct hasher hash;
+	uint64_t written, reported;
+};
+
+/* One layer of the image, bottom first. */
+struct layer_job {
+	int index;
+	const char *diff_id;
+	struct blob_job *blob;
+	bool needed;           /* overlay: not yet in the cache */
+};
+
+struct fetch {
+	const struct cache *cache;
+	struct registry *reg;
+	bool validate;
+	int n_layers;
+	pthread_mutex_t mu;    /* guards the fields below and emit */
+	bool aborted;
+	struct cerr first_err;
+	pull_progress_fn progress;
+	void *progress_arg;
+	struct blob_job *blobs;
+	int n_blobs;
+};
+
+void fetch_abort(struct fetch *f, const struct cerr *e);
+void fetch_emit(struct fetch *f, const struct pull_event *ev);
+void blob_job_run(struct fetch *f, struct blob_job *b);
+int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
+		 enum unpack_mode mode, struct cerr *e);
+
+#endif

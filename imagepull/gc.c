@@ -1,0 +1,186 @@
+/* pull_gc(): reclaim space. Under the exclusive gc lock no pull runs, so
+ * everything in tmp/ and locks/ is a leftover, and every blob or layer that
+ * no image record names can go. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "fsutil.h"
+#include "jsonutil.h"
+#include "pull-internal.h"
+#include "util.h"
+
+struct keep {
+	char **v;
+	size_t n, cap;
+};
+
+static void keep_add(struct keep *k, const char *s)
+{
+	if (k->n == k->cap) {
+		k->cap = k->cap ? 2 * k->cap : 64;
+		k->v = xrealloc(k->v, k->cap * sizeof(char *));
+	}
+	k->v[k->n++] = xstrdup(s);
+}
+
+static bool keep_has(const struct keep *k, const char *s)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (!strcmp(k->v[i], s))
+			return true;
+	return false;
+}
+
+static void keep_free(struct keep *k)
+{
+	for (size_t i = 0; i < k->n; i++)
+		free(k->v[i]);
+	free(k->v);
+}
+
+static void add_array(struct keep *k, json_t *a)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(a, i, v) if (json_is_string(v))
+		keep_add(k, json_string_value(v));
+}
+
+/* Collect what the image records still use. */
+static int read_records(const struct cache *c, struct keep *blobs,
+			struct keep *layers, struct cerr *e)
+{
+	cleanup_free char *dir = cache_path(c, "images");
+	cleanup_dir DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return cerr_sys(e, "open %s", dir);
+	while ((de = readdir(d))) {
+		cleanup_free char *p = NULL;
+		cleanup_json json_t *j = NULL;
+		struct buf b;
+
+		if (!str_has_suffix(de->d_name, ".json"))
+			continue;
+		p = xasprintf("%s/%s", dir, de->d_name);
+		buf_init(&b, 1u << 20);
+		if (fs_read_file(p, &b, e) == 0)
+			j = json_parse_object(b.data, b.len, e);
+		buf_free(&b);
+		if (!j)
+			return cerr_prefix(e, "image record %s", p);
+		add_array(blobs, json_object_get(j, "blobs"));
+		add_array(layers, json_object_get(j, "layers"));
+	}
+	return 0;
+}
+
+static uint64_t tree_bytes(int parent, const char *name)
+{
+	struct stat st;
+	uint64_t sum = 0;
+	int fd;
+	DIR *d;
+	struct dirent *de;
+
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return (uint64_t)st.st_blocks * 512;
+	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	while (d && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			sum += tree_bytes(dirfd(d), de->d_name);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	return sum + (uint64_t)st.st_blocks * 512;
+}
+
+/* Remove the entries of dir (algo-named digests when algo is set) that
+ * `keep` does not name; keep == NULL removes everything. */
+static int sweep(const struct cache *c, const char *dir, const char *algo,
+		 const struct keep *keep, struct pull_gc_stats *st,
+		 struct cerr *e)
+{
+	cleanup_free char *rel =
+		algo ? xasprintf("%s/%s", dir, algo) : xstrdup(dir);
+	cleanup_close int fd = openat(c->fd, rel, O_RDONLY | O_DIRECTORY);
+	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+
+	if (!d)
+		return errno == ENOENT ? 0 : cerr_sys(e, "open %s", rel);
+	while ((de = readdir(d))) {
+		cleanup_free char *digest = NULL;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!algo && keep && keep_has(keep, de->d_name))
+			continue;
+		digest = algo ? xasprintf("%s:%s", algo, de->d_name) : NULL;
+		if (digest && keep && keep_has(keep, digest))
+			continue;
+		st->removed_bytes += tree_bytes(fd, de->d_name);
+		st->removed_files++;
+		if (fs_rm_rf_at(fd, de->d_name, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Short lowerdir names whose layer is gone. */
+static void sweep_links(const struct cache *c)
+{
+	cleanup_close int fd = openat(c->fd, "l", O_RDONLY | O_DIRECTORY);
+	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+	struct stat st;
+
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.' && fstatat(fd, de->d_name, &st, 0) < 0)
+			unlinkat(fd, de->d_name, 0);
+}
+
+int pull_gc(const char *workdir, struct pull_gc_stats *st, struct cerr *e)
+{
+	struct cache c;
+	struct keep blobs = {0}, layers = {0}, gc = {0};
+	int ret = -1;
+
+	memset(st, 0, sizeof(*st));
+	if (cache_open(workdir, true, &c, e) < 0)
+		goto out;
+	keep_add(&gc, "gc");
+	if (read_records(&c, &blobs, &layers, e) < 0 ||
+	    sweep(&c, "tmp", NULL, NULL, st, e) < 0 ||
+	    sweep(&c, "locks", NULL, &gc, st, e) < 0 ||
+	    sweep(&c, "blobs", "sha256", &blobs, st, e) < 0 ||
+	    sweep(&c, "blobs", "sha512", &blobs, st, e) < 0 ||
+	    sweep(&c, "layers", "sha256", &layers, st, e) < 0 ||
+	    sweep(&c, "layers", "sha512", &layers, st, e) < 0)
+		goto out;
+	sweep_links(&c);
+	ret = 0;
+out:
+	if (ret < 0)
+		cerr_prefix(e, "gc %s", workdir);
+	keep_free(&blobs);
+	keep_free(&layers);
+	keep_free(&gc);
+	cache_close(&c);
+	return ret;
+}

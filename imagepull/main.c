@@ -1,0 +1,362 @@
+/* cell-pull: pull an OCI/Docker image from a registry into a flattened
+ * rootfs or an overlay mount over a content-addressed layer cache. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "log.h"
+#include "pull.h"
+#include "util.h"
+
+#define MAX_INSECURE 32
+
+enum progress_mode { PROG_AUTO, PROG_TTY, PROG_JSON, PROG_NONE };
+
+struct cli {
+	struct pull_opts o;
+	const char *insecure[MAX_INSECURE + 1];
+	int n_insecure;
+	const char *save_config;
+	const char *unmount;
+	bool gc;
+	enum progress_mode progress;
+	int verbose;
+};
+
+static const char usage_text[] =
+	"Usage: cell-pull --image REF (--extract-to DIR | --mount DIR) [options]\n"
+	"       cell-pull --unmount DIR\n"
+	"       cell-pull --gc [--workdir DIR]\n"
+	"\n"
+	"Pull an OCI or Docker image from a registry into a flattened rootfs\n"
+	"(--extract-to) or an overlayfs mount over cached layers (--mount).\n"
+	"\n"
+	"  --image REF              image reference, Docker's rules (busybox,\n"
+	"                           host:port/repo:tag, repo@sha256:...)\n"
+	"  --extract-to DIR         flattened rootfs in DIR (new or empty)\n"
+	"  --mount DIR              overlay mount of the cached layers on DIR\n"
+	"  --upper-dir DIR          where the overlay's upper and work dirs go\n"
+	"                           (default: under the workdir)\n"
+	"  --save-config FILE       write the image's config JSON to FILE\n"
+	"  --workdir DIR            cache root (default /var/lib/cell/images)\n"
+	"  --username U, --password P   registry credentials\n"
+	"  --auth-file FILE         credentials from a docker config.json\n"
+	"  --parallel N             layers fetched at once (default 4)\n"
+	"  --validate-cache         re-hash cached blobs before using them\n"
+	"  --insecure-registry H    use plain HTTP for host H[:port]; repeatable\n"
+	"  --platform OS/ARCH[/VARIANT]  platform to pick from an index\n"
+	"                           (default: this machine)\n"
+	"  --progress MODE          auto, tty, json (lines on stdout) or none\n"
+	"  --registry-url URL       talk to URL instead of the reference's host\n"
+	"  --ca-file PEM            extra CA certificates for registry TLS\n"
+	"  --retries N              retries per request (default 8)\n"
+	"  --unmount DIR            unmount an overlay made with --mount\n"
+	"  --gc                     remove crash leftovers and unused blobs/layers\n"
+	"  -v, --verbose            more logging (repeat for debug)\n"
+	"  -h, --help               this text\n"
+	"  --version                print the version\n"
+	"\n"
+	"Tosi's spellings are accepted too: -image -extractto -mount -saveconfig\n"
+	"-username -password -workdir -parallel-downloads -validate-cache -url.\n"
+	"Exit status: 0 success, 1 pull failed, 2 usage error.\n";
+
+enum {
+	OPT_IMAGE = 256, OPT_EXTRACT, OPT_MOUNT, OPT_UPPER, OPT_SAVE,
+	OPT_WORKDIR, OPT_USER, OPT_PASS, OPT_AUTHFILE, OPT_PARALLEL,
+	OPT_VALIDATE, OPT_INSECURE, OPT_PLATFORM, OPT_PROGRESS, OPT_URL,
+	OPT_CA, OPT_RETRIES, OPT_UNMOUNT, OPT_GC, OPT_VERSION,
+};
+
+static const struct option longopts[] = {
+	{"image", required_argument, NULL, OPT_IMAGE},
+	{"extract-to", required_argument, NULL, OPT_EXTRACT},
+	{"mount", required_argument, NULL, OPT_MOUNT},
+	{"upper-dir", required_argument, NULL, OPT_UPPER},
+	{"save-config", required_argument, NULL, OPT_SAVE},
+	{"workdir", required_argument, NULL, OPT_WORKDIR},
+	{"username", required_argument, NULL, OPT_USER},
+	{"password", required_argument, NULL, OPT_PASS},
+	{"auth-file", required_argument, NULL, OPT_AUTHFILE},
+	{"parallel", required_argument, NULL, OPT_PARALLEL},
+	{"validate-cache", no_argument, NULL, OPT_VALIDATE},
+	{"insecure-registry", required_argument, NULL, OPT_INSECURE},
+	{"platform", required_argument, NULL, OPT_PLATFORM},
+	{"progress", required_argument, NULL, OPT_PROGRESS},
+	{"registry-url", required_argument, NULL, OPT_URL},
+	{"ca-file", required_argument, NULL, OPT_CA},
+	{"retries", required_argument, NULL, OPT_RETRIES},
+	{"unmount", required_argument, NULL, OPT_UNMOUNT},
+	{"gc", no_argument, NULL, OPT_GC},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+/* Tosi's single-dash flags, rewritten before getopt sees them. */
+static const char *const tosi[][2] = {
+	{"-image", "--image"},
+	{"-extractto", "--extract-to"},
+	{"-mount", "--mount"},
+	{"-saveconfig", "--save-config"},
+	{"-username", "--username"},
+	{"-password", "--password"},
+	{"-workdir", "--workdir"},
+	{"-parallel-downloads", "--parallel"},
+	{"-validate-cache", "--validate-cache"},
+	{"-url", "--registry-url"},
+};
+
+static void translate_tosi(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			return;
+		for (size_t j = 0; j < ARRAY_SIZE(tosi); j++) {
+			size_t n = strlen(tosi[j][0]);
+			if (!strncmp(argv[i], tosi[j][0], n) &&
+			    (argv[i][n] == '\0' || argv[i][n] == '=')) {
+				argv[i] = xasprintf("%s%s", tosi[j][1],
+						    argv[i] + n);
+				break;
+			}
+		}
+	}
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
+								...)
+{
+	va_list ap;
+
+	fprintf(stderr, "cell-pull: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'cell-pull --help'.\n");
+	return 2;
+}
+
+static int int_arg(const char *name, const char *s, int min, int max,
+		   int *out)
+{
+	struct cerr e = {0};
+	int64_t v;
+
+	if (parse_int64(s, min, max, &v, &e) < 0) {
+		fprintf(stderr, "cell-pull: --%s: %s\n", name, e.msg);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_progress(const char *s, enum progress_mode *m)
+{
+	static const char *const names[] = {"auto", "tty", "json", "none"};
+
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(s, names[i])) {
+			*m = (enum progress_mode)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* Returns -1 to go on, else an exit status. */
+static int parse_opt(struct cli *c, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_IMAGE: c->o.image = arg; break;
+	case OPT_EXTRACT: c->o.extract_to = arg; break;
+	case OPT_MOUNT: c->o.mount_at = arg; break;
+	case OPT_UPPER: c->o.upper_dir = arg; break;
+	case OPT_SAVE: c->save_config = arg; break;
+	case OPT_WORKDIR: c->o.workdir = arg; break;
+	case OPT_USER: c->o.username = arg; break;
+	case OPT_PASS: c->o.password = arg; break;
+	case OPT_AUTHFILE: c->o.auth_file = arg; break;
+	case OPT_VALIDATE: c->o.validate_cache = true; break;
+	case OPT_PLATFORM: c->o.platform = arg; break;
+	case OPT_URL: c->o.registry_url = arg; break;
+	case OPT_CA: c->o.ca_file = arg; break;
+	case OPT_UNMOUNT: c->unmount = arg; break;
+	case OPT_GC: c->gc = true; break;
+	case 'v': c->verbose++; break;
+	case OPT_PARALLEL:
+		return int_arg("parallel", arg, 1, 32, &c->o.parallel) < 0 ? 2
+									    : -1;
+	case OPT_RETRIES:
+		return int_arg("retries", arg, 0, 100, &c->o.retries) < 0 ? 2
+									     : -1;
+	case OPT_INSECURE:
+		if (c->n_insecure == MAX_INSECURE)
+			return usage_error("too many --insecure-registry (%s)",
+					   arg);
+		c->insecure[c->n_insecure++] = arg;
+		break;
+	case OPT_PROGRESS:
+		if (parse_progress(arg, &c->progress) < 0)
+			return usage_error("--progress takes auto, tty, json "
+					   "or none, not '%s'",
+					   arg);
+		break;
+	case 'h': fputs(usage_text, stdout); return 0;
+	case OPT_VERSION: printf("cell-pull %s\n", CELL_VERSION); return 0;
+	default: fprintf(stderr, "Try 'cell-pull --help'.\n"); return 2;
+	}
+	return -1;
+}
+
+static int parse_args(struct cli *c, int argc, char **argv)
+{
+	int opt;
+
+	translate_tosi(argc, argv);
+	while ((opt = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		int r = parse_opt(c, opt, optarg);
+		if (r >= 0)
+			return r;
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (c->unmount || c->gc)
+		return -1;
+	if (!c->o.image)
+		return usage_error("%s", "--image is required");
+	if (c->o.extract_to && c->o.mount_at)
+		return usage_error("%s", "--extract-to and --mount exclude each "
+					 "other");
+	if (c->o.username && !c->o.password)
+		return usage_error("%s", "--username needs --password");
+	c->o.insecure = c->insecure;
+	return -1;
+}
+
+/* ---- progress ---- */
+
+static void progress_json(const struct pull_event *ev, void *arg)
+{
+	static const char *const kinds[] = {"resolved", "layer", "layer_done",
+					    "done"};
+
+	if (ev->layer < 0)
+		printf("{\"event\":\"%s\",\"layers\":%d}\n", kinds[ev->kind],
+		       ev->n_layers);
+	else
+		printf("{\"event\":\"%s\",\"layer\":%d,\"layers\":%d,"
+		       "\"digest\":\"%s\",\"downloaded\":%llu,\"size\":%llu,"
+		       "\"cached\":%s}\n",
+		       kinds[ev->kind], ev->layer, ev->n_layers, ev->digest,
+		       (unsigned long long)ev->downloaded,
+		       (unsigned long long)ev->size,
+		       ev->cached ? "true" : "false");
+	fflush(stdout);
+}
+
+struct tty_state {
+	int n_layers, done;
+	uint64_t got[1024], size[1024];
+};
+
+static void progress_tty(const struct pull_event *ev, void *arg)
+{
+	struct tty_state *t = arg;
+	uint64_t got = 0, size = 0;
+
+	if (ev->kind == PULL_EV_RESOLVED)
+		t->n_layers = ev->n_layers;
+	if (ev->layer >= 0 && ev->layer < 1024) {
+		t->got[ev->layer] = ev->downloaded;
+		t->size[ev->layer] = ev->size;
+	}
+	if (ev->kind == PULL_EV_LAYER_DONE)
+		t->done++;
+	for (int i = 0; i < t->n_layers && i < 1024; i++) {
+		got += t->got[i];
+		size += t->size[i];
+	}
+	fprintf(stderr, "\r\033[K%d/%d layers  %.1f/%.1f MB", t->done,
+		t->n_layers, (double)got / 1e6, (double)size / 1e6);
+	if (ev->kind == PULL_EV_DONE)
+		fputc('\n', stderr);
+}
+
+static int save_config(const char *path, const struct pull_result *r)
+{
+	struct cerr e = {0};
+
+	if (fs_write_atomic(path, r->config_json, r->config_len, 0644, &e) <
+	    0) {
+		fprintf(stderr, "cell-pull: save config: %s\n", e.msg);
+		return 1;
+	}
+	return 0;
+}
+
+static int run_pull(struct cli *c)
+{
+	static struct tty_state tty;
+	struct pull_result r;
+	struct cerr e = {0};
+	uint64_t t0 = now_ns();
+
+	if (c->progress == PROG_AUTO)
+		c->progress = isatty(2) ? PROG_TTY : PROG_NONE;
+	if (c->progress == PROG_JSON)
+		c->o.progress = progress_json;
+	if (c->progress == PROG_TTY) {
+		c->o.progress = progress_tty;
+		c->o.progress_arg = &tty;
+	}
+	if (pull_image(&c->o, &r, &e) < 0) {
+		if (c->progress == PROG_TTY)
+			fputc('\n', stderr);
+		fprintf(stderr, "cell-pull: %s\n", e.msg);
+		return 1;
+	}
+	log_info("pulled %s (%s): %d layers, %d cached, %.3f s", c->o.image,
+		 r.manifest_digest, r.n_layers, r.layers_cached,
+		 (double)(now_ns() - t0) / 1e9);
+	int rc = c->save_config ? save_config(c->save_config, &r) : 0;
+	pull_result_free(&r);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {0};
+	struct cerr e = {0};
+	int r = parse_args(&c, argc, argv);
+
+	if (r >= 0)
+		return r;
+	log_init("cell-pull", c.verbose >= 2   ? LOG_DEBUG
+			      : c.verbose == 1 ? LOG_INFO
+					       : LOG_WARN);
+	if (c.unmount) {
+		if (pull_unmount(c.unmount, &e) < 0) {
+			fprintf(stderr, "cell-pull: %s\n", e.msg);
+			return 1;
+		}
+		return 0;
+	}
+	if (c.gc) {
+		struct pull_gc_stats st;
+		if (pull_gc(c.o.workdir ? c.o.workdir : "/var/lib/cell/images",
+			    &st, &e) < 0) {
+			fprintf(stderr, "cell-pull: %s\n", e.msg);
+			return 1;
+		}
+		printf("removed %llu entries, %.1f MB\n",
+		       (unsigned long long)st.removed_files,
+		       (double)st.removed_bytes / 1e6);
+		return 0;
+	}
+	return run_pull(&c);
+}

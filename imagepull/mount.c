@@ -1,0 +1,154 @@
+/* overlayfs over the cached layers. The mount data of mount(2) is limited to
+ * one page, so lowerdirs are named by short relative symlinks (l/<12 hex>)
+ * and the mount is made with the cache root as working directory, as
+ * Docker's overlay2 driver does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "digest.h"
+#include "fsutil.h"
+#include "pull-internal.h"
+#include "util.h"
+
+#define SHORT_LEN 12
+#define MOUNT_DATA_MAX 4000 /* a page, less some room */
+
+/* Make l/<short> point at the layer; returns the short relative name. */
+static char *short_name(const struct cache *c, const char *diff_id,
+			struct cerr *e)
+{
+	const char *hex = digest_hex(diff_id);
+	char algo[8] = "";
+	char *name = xasprintf("l/%.*s", SHORT_LEN, hex);
+	cleanup_free char *target = NULL;
+	char cur[PATH_MAX];
+	ssize_t n;
+
+	memcpy(algo, diff_id, (size_t)(hex - 1 - diff_id) < 7
+				      ? (size_t)(hex - 1 - diff_id)
+				      : 7);
+	target = xasprintf("../layers/%s/%s", algo, hex);
+	n = readlinkat(c->fd, name, cur, sizeof(cur) - 1);
+	if (n >= 0) {
+		cur[n] = '\0';
+		if (!strcmp(cur, target))
+			return name;
+		unlinkat(c->fd, name, 0); /* a stale or colliding link */
+	}
+	if (symlinkat(target, c->fd, name) < 0 && errno != EEXIST) {
+		cerr_sys(e, "symlink %s/%s", c->root, name);
+		free(name);
+		return NULL;
+	}
+	return name;
+}
+
+/* Is path the root of a mount? (Its device differs from its parent's, or
+ * it is the same inode as the parent: "/".) */
+static bool is_mountpoint(const char *path)
+{
+	cleanup_free char *parent = xasprintf("%s/..", path);
+	struct stat a, b;
+
+	if (stat(path, &a) < 0 || stat(parent, &b) < 0)
+		return false;
+	return a.st_dev != b.st_dev || a.st_ino == b.st_ino;
+}
+
+/* Build "lowerdir=top:…:bottom" with each layer once: a layer that recurs
+ * only matters at its topmost position. */
+static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
+		     struct buf *out, struct cerr *e)
+{
+	if (buf_append(out, "lowerdir=", 9, e) < 0)
+		return -1;
+	for (size_t i = n; i-- > 0;) {
+		bool dup = false;
+		cleanup_free char *s = NULL;
+
+		for (size_t j = i + 1; j < n; j++)
+			dup = dup || !strcmp(diff_ids[i], diff_ids[j]);
+		if (dup)
+			continue;
+		s = short_name(c, diff_ids[i], e);
+		if (!s)
+			return -1;
+		if ((out->len > 9 && buf_append(out, ":", 1, e) < 0) ||
+		    buf_append(out, s, strlen(s), e) < 0)
+			return cerr_prefix(e, "overlay mount options");
+	}
+	return 0;
+}
+
+static char *default_upper_parent(const struct cache *c, const char *target)
+{
+	char d[DIGEST_STR_MAX];
+
+	digest_buf("sha256", target, strlen(target), d, NULL);
+	return cache_path(c, "mounts/%.16s", digest_hex(d));
+}
+
+int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
+		  const char *target, const char *upper_parent,
+		  struct cerr *e)
+{
+	cleanup_free char *abs = NULL, *up = NULL, *upper = NULL, *work = NULL;
+	cleanup_close int cwd = -1;
+	struct buf opts;
+	int ret;
+
+	if (n == 0)
+		return cerr_set(e, EINVAL, "image has no layers to mount");
+	if (fs_mkdir_p(target, 0755, e) < 0)
+		return -1;
+	abs = realpath(target, NULL);
+	if (!abs)
+		return cerr_sys(e, "%s", target);
+	if (is_mountpoint(abs))
+		return cerr_set(e, EBUSY,
+				"%s is already a mount point; unmount it "
+				"first (cell-pull --unmount)",
+				abs);
+	up = upper_parent ? xstrdup(upper_parent)
+			  : default_upper_parent(c, abs);
+	upper = xasprintf("%s/upper", up);
+	work = xasprintf("%s/work", up);
+	if (fs_mkdir_p(upper, 0755, e) < 0 || fs_mkdir_p(work, 0700, e) < 0)
+		return -1;
+	buf_init(&opts, MOUNT_DATA_MAX);
+	ret = lowerdirs(c, diff_ids, n, &opts, e);
+	if (ret == 0) {
+		cleanup_free char *rest =
+			xasprintf(",upperdir=%s,workdir=%s", upper, work);
+		ret = buf_append(&opts, rest, strlen(rest), e);
+		if (ret < 0)
+			cerr_prefix(e, "overlay mount options (%zu layers)", n);
+	}
+	if (ret == 0) {
+		/* Relative lowerdirs resolve against the cwd at mount time. */
+		cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (cwd < 0 || fchdir(c->fd) < 0)
+			ret = cerr_sys(e, "chdir %s", c->root);
+		else if (mount("overlay", abs, "overlay", 0, opts.data) < 0)
+			ret = cerr_sys(e, "mount overlay on %s", abs);
+		if (cwd >= 0 && fchdir(cwd) < 0 && ret == 0)
+			ret = cerr_sys(e, "chdir back");
+	}
+	buf_free(&opts);
+	return ret;
+}
+
+int pull_unmount(const char *mountpoint, struct cerr *e)
+{
+	if (umount2(mountpoint, UMOUNT_NOFOLLOW) < 0)
+		return cerr_sys(e, "unmount %s", mountpoint);
+	return 0;
+}

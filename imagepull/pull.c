@@ -1,0 +1,575 @@
+/* pull_image(): resolve a reference to a manifest and config, run the layer
+ * pipelines, then make the rootfs (flattened, or an overlay mount). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "digest.h"
+#include "fetch.h"
+#include "fsutil.h"
+#include "log.h"
+#include "pull-internal.h"
+#include "util.h"
+
+#define DEFAULT_WORKDIR "/var/lib/cell/images"
+#define DEFAULT_PARALLEL 4
+#define DEFAULT_RETRIES 8
+#define MAX_PARALLEL 32
+
+struct pull {
+	const struct pull_opts *o;
+	struct image_ref ref;
+	struct platform plat;
+	struct cache cache;
+	struct registry *reg;
+	char *index_digest;
+	char manifest_digest[DIGEST_STR_MAX];
+	struct manifest m;
+	struct buf config_raw;
+	struct image_config config;
+	struct fetch f;
+	struct layer_job *layers;
+	int next_blob, next_layer; /* work queues, under f.mu */
+	bool flat;
+	int target_fd;
+};
+
+/* ---- resolution ---- */
+
+/* A manifest by tag (digest computed) or by digest (checked; the cache
+ * answers when it can). */
+static int get_manifest(struct pull *p, const char *reference,
+			const char *want, struct buf *body, char **ctype,
+			struct cerr *e)
+{
+	char got[DIGEST_STR_MAX];
+
+	if (want && cache_has_blob(&p->cache, want, -1) &&
+	    cache_read_blob(&p->cache, want, body, e) == 0) {
+		memcpy(p->manifest_digest, want, strlen(want) + 1);
+		return 0;
+	}
+	buf_reset(body);
+	if (registry_get_manifest(p->reg, reference, body, ctype, e) < 0)
+		return -1;
+	if (digest_buf(want ? want : "sha256", body->data, body->len, got, e) <
+	    0)
+		return -1;
+	if (want && strcmp(got, want) != 0)
+		return cerr_set(e, EBADMSG,
+				"manifest %s: digest mismatch (the data "
+				"hashes to %s)",
+				want, got);
+	memcpy(p->manifest_digest, got, sizeof(got));
+	return cache_put_blob(&p->cache, got, body->data, body->len, e);
+}
+
+static int get_config(struct pull *p, struct cerr *e)
+{
+	const struct descriptor *d = &p->m.config;
+	char got[DIGEST_STR_MAX];
+
+	buf_init(&p->config_raw, CONFIG_MAX);
+	if (cache_has_blob(&p->cache, d->digest, d->size) &&
+	    cache_read_blob(&p->cache, d->digest, &p->config_raw, e) == 0)
+		goto parse;
+	buf_reset(&p->config_raw);
+	if (d->size > (int64_t)CONFIG_MAX)
+		return cerr_set(e, EFBIG, "config %s is %lld bytes (limit %u)",
+				d->digest, (long long)d->size, CONFIG_MAX);
+	if (registry_get_blob(p->reg, d->digest, &p->config_raw, e) < 0)
+		return -1;
+	if (digest_buf(d->digest, p->config_raw.data, p->config_raw.len, got,
+		       e) < 0)
+		return -1;
+	if (strcmp(got, d->digest) != 0)
+		return cerr_set(e, EBADMSG,
+				"config %s: digest mismatch (the data hashes "
+				"to %s)",
+				d->digest, got);
+	if (cache_put_blob(&p->cache, d->digest, p->config_raw.data,
+			   p->config_raw.len, e) < 0)
+		return -1;
+parse:
+	if (image_config_parse(p->config_raw.data, p->config_raw.len,
+			       &p->config, e) < 0)
+		return cerr_prefix(e, "config %s", d->digest);
+	if (p->config.n_diff_ids != p->m.n_layers)
+		return cerr_set(e, EINVAL,
+				"config lists %zu diff-ids for %zu layers",
+				p->config.n_diff_ids, p->m.n_layers);
+	return 0;
+}
+
+static int select_from_index(struct pull *p, struct buf *body, char **ctype,
+			     struct cerr *e)
+{
+	const struct descriptor *d = manifest_select(&p->m, &p->plat, e);
+	cleanup_free char *want = NULL;
+
+	if (!d)
+		return -1;
+	want = xstrdup(d->digest);
+	p->index_digest = xstrdup(p->manifest_digest);
+	manifest_free(&p->m);
+	free(*ctype);
+	*ctype = NULL;
+	if (get_manifest(p, want, want, body, ctype, e) < 0)
+		return -1;
+	if (manifest_parse(body->data, body->len, *ctype, &p->m, e) < 0)
+		return cerr_prefix(e, "manifest %s", want);
+	if (p->m.kind != MANIFEST_IMAGE)
+		return cerr_set(e, EINVAL, "manifest %s is a nested index",
+				want);
+	return 0;
+}
+
+static int resolve(struct pull *p, struct cerr *e)
+{
+	const char *reference = p->ref.digest ? p->ref.digest : p->ref.tag;
+	struct buf body;
+	cleanup_free char *ctype = NULL;
+	int ret = -1;
+
+	buf_init(&body, MANIFEST_MAX);
+	if (get_manifest(p, reference, p->ref.digest, &body, &ctype, e) < 0 ||
+	    manifest_parse(body.data, body.len, ctype, &p->m, e) < 0)
+		goto out;
+	if (p->m.kind == MANIFEST_INDEX &&
+	    select_from_index(p, &body, &ctype, e) < 0)
+		goto out;
+	for (size_t i = 0; i < p->m.n_layers; i++) {
+		enum compression c;
+		if (layer_compression(p->m.layers[i].media_type, &c, e) < 0)
+			goto out;
+	}
+	ret = get_config(p, e);
+out:
+	buf_free(&body);
+	return ret;
+}
+
+/* ---- the layer pipelines ---- */
+
+void fetch_abort(struct fetch *f, const struct cerr *e)
+{
+	pthread_mutex_lock(&f->mu);
+	if (!f->aborted) {
+		f->aborted = true;
+		f->first_err = *e;
+	}
+	pthread_mutex_unlock(&f->mu);
+	for (int i = 0; i < f->n_blobs; i++) {
+		pthread_mutex_lock(&f->blobs[i].mu);
+		pthread_cond_broadcast(&f->blobs[i].cv);
+		pthread_mutex_unlock(&f->blobs[i].mu);
+	}
+}
+
+void fetch_emit(struct fetch *f, const struct pull_event *ev)
+{
+	if (!f->progress)
+		return;
+	pthread_mutex_lock(&f->mu);
+	f->progress(ev, f->progress_arg);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void *blob_worker(void *arg)
+{
+	struct pull *p = arg;
+
+	for (;;) {
+		struct blob_job *b = NULL;
+
+		pthread_mutex_lock(&p->f.mu);
+		while (!p->f.aborted && p->next_blob < p->f.n_blobs &&
+		       !p->f.blobs[p->next_blob].needed)
+			p->next_blob++;
+		if (!p->f.aborted && p->next_blob < p->f.n_blobs)
+			b = &p->f.blobs[p->next_blob++];
+		pthread_mutex_unlock(&p->f.mu);
+		if (!b)
+			return NULL;
+		blob_job_run(&p->f, b);
+	}
+}
+
+static void layer_done(struct pull *p, struct layer_job *l, bool cached)
+{
+	struct pull_event ev = {
+		.kind = PULL_EV_LAYER_DONE,
+		.layer = l->index,
+		.n_layers = (int)p->m.n_layers,
+		.digest = l->blob->desc->digest,
+		.downloaded = l->blob->written,
+		.size = (uint64_t)l->blob->desc->size,
+		.cached = cached,
+	};
+	fetch_emit(&p->f, &ev);
+}
+
+/* Unpack one layer into the cache: tmp/layer-…, then rename. */
+static int overlay_layer(struct pull *p, struct layer_job *l,
+			 struct cerr *e)
+{
+	const struct cache *c = &p->cache;
+	cleanup_free char *tmp = xasprintf("tmp/layer-%s", l->diff_id);
+	cleanup_free char *dst = xasprintf("layers/%s", l->diff_id);
+	cleanup_close int lock = -1, root = -1;
+
+	*strchr(tmp, ':') = '-';
+	*strchr(dst, ':') = '/';
+	lock = cache_lock(c, l->diff_id, e);
+	if (lock < 0)
+		return -1;
+	if (cache_has_layer(c, l->diff_id))
+		return 0;
+	if (fs_rm_rf_at(c->fd, tmp, e) < 0)
+		return -1;
+	if (mkdirat(c->fd, tmp, 0755) < 0)
+		return cerr_sys(e, "mkdir %s/%s", c->root, tmp);
+	root = openat(c->fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return cerr_sys(e, "open %s/%s", c->root, tmp);
+	if (layer_unpack(&p->f, l, root, UNPACK_OVERLAY, e) < 0 ||
+	    renameat(c->fd, tmp, c->fd, dst) < 0) {
+		if (!e->code)
+			cerr_sys(e, "commit layer %s", l->diff_id);
+		struct cerr ignore = {0};
+		fs_rm_rf_at(c->fd, tmp, &ignore);
+		return -1;
+	}
+	return 0;
+}
+
+static void *layer_worker(void *arg)
+{
+	struct pull *p = arg;
+
+	for (;;) {
+		struct layer_job *l = NULL;
+		struct cerr e = {0};
+		int r;
+
+		pthread_mutex_lock(&p->f.mu);
+		while (!p->f.aborted && p->next_layer < (int)p->m.n_layers &&
+		       !p->layers[p->next_layer].needed)
+			p->next_layer++;
+		if (!p->f.aborted && p->next_layer < (int)p->m.n_layers)
+			l = &p->layers[p->next_layer++];
+		pthread_mutex_unlock(&p->f.mu);
+		if (!l)
+			return NULL;
+		r = p->flat ? layer_unpack(&p->f, l, p->target_fd, UNPACK_FLAT,
+					   &e)
+			    : overlay_layer(p, l, &e);
+		if (r < 0) {
+			cerr_prefix(&e, "layer %d (%s)", l->index,
+				    l->blob->desc->digest);
+			fetch_abort(&p->f, &e);
+			return NULL;
+		}
+		layer_done(p, l, l->blob->cached);
+	}
+}
+
+/* One blob job per distinct layer digest; which layers need work. */
+static int plan(struct pull *p)
+{
+	size_t n = p->m.n_layers;
+	int needed = 0;
+
+	p->f.blobs = xcalloc(n, sizeof(*p->f.blobs));
+	p->layers = xcalloc(n, sizeof(*p->layers));
+	for (size_t i = 0; i < n; i++) {
+		struct layer_job *l = &p->layers[i];
+		struct blob_job *b = NULL;
+
+		for (int j = 0; j < p->f.n_blobs && !b; j++)
+			if (!strcmp(p->f.blobs[j].desc->digest,
+				    p->m.layers[i].digest))
+				b = &p->f.blobs[j];
+		if (!b) {
+			b = &p->f.blobs[p->f.n_blobs++];
+			b->fetch = &p->f;
+			b->desc = &p->m.layers[i];
+			b->first_layer = (int)i;
+			b->fd = b->wfd = -1;
+			pthread_mutex_init(&b->mu, NULL);
+			pthread_cond_init(&b->cv, NULL);
+		}
+		l->index = (int)i;
+		l->diff_id = p->config.diff_ids[i];
+		l->blob = b;
+		l->needed = p->flat || !cache_has_layer(&p->cache, l->diff_id);
+		for (size_t j = 0; j < i && l->needed && !p->flat; j++)
+			if (!strcmp(p->layers[j].diff_id, l->diff_id))
+				l->needed = false; /* one unpack per diff-id */
+		b->needed = b->needed || l->needed;
+		needed += l->needed;
+	}
+	return needed;
+}
+
+static void cleanup_jobs(struct pull *p)
+{
+	for (int i = 0; i < p->f.n_blobs; i++) {
+		struct blob_job *b = &p->f.blobs[i];
+		if (b->fd >= 0)
+			close(b->fd);
+		if (b->wfd >= 0)
+			close(b->wfd);
+		hasher_free(&b->hash);
+		pthread_mutex_destroy(&b->mu);
+		pthread_cond_destroy(&b->cv);
+	}
+	free(p->f.blobs);
+	free(p->layers);
+	p->f.blobs = NULL;
+	p->layers = NULL;
+}
+
+static int run_threads(struct pull *p, int n_blob, int n_layer,
+		       struct cerr *e)
+{
+	pthread_t th[2 * MAX_PARALLEL];
+	int started = 0;
+
+	for (int i = 0; i < n_blob + n_layer; i++) {
+		if (pthread_create(&th[started], NULL,
+				   i < n_blob ? blob_worker : layer_worker,
+				   p) != 0) {
+			struct cerr te;
+			cerr_set(&te, EAGAIN, "cannot start a thread");
+			fetch_abort(&p->f, &te);
+			break;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	if (p->f.aborted) {
+		*e = p->f.first_err;
+		return -1;
+	}
+	return 0;
+}
+
+static int fetch_layers(struct pull *p, struct cerr *e)
+{
+	int par = p->o->parallel > 0 ? p->o->parallel : DEFAULT_PARALLEL;
+	int n_layers, n_blobs = 0, lw;
+
+	if (par > MAX_PARALLEL)
+		par = MAX_PARALLEL;
+	pthread_mutex_init(&p->f.mu, NULL);
+	p->f.cache = &p->cache;
+	p->f.reg = p->reg;
+	p->f.validate = p->o->validate_cache;
+	p->f.n_layers = (int)p->m.n_layers;
+	p->f.progress = p->o->progress;
+	p->f.progress_arg = p->o->progress_arg;
+	n_layers = plan(p);
+	for (int i = 0; i < p->f.n_blobs; i++)
+		n_blobs += p->f.blobs[i].needed;
+	for (size_t i = 0; i < p->m.n_layers; i++)
+		if (!p->layers[i].needed)
+			layer_done(p, &p->layers[i], true);
+	/* A flattened rootfs takes its layers strictly in order. */
+	lw = p->flat ? (n_layers ? 1 : 0) : (n_layers < par ? n_layers : par);
+	return run_threads(p, n_blobs < par ? n_blobs : par, lw, e);
+}
+
+/* ---- targets ---- */
+
+static int open_empty_dir(const char *path, struct cerr *e)
+{
+	cleanup_dir DIR *d = NULL;
+	struct dirent *de;
+	int fd;
+
+	if (fs_mkdir_p(path, 0755, e) < 0)
+		return -1;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return cerr_sys(e, "open %s", path);
+	d = opendir(path);
+	while (d && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			close(fd);
+			return cerr_set(e, EEXIST,
+					"%s is not empty; extract into a new "
+					"or empty directory",
+					path);
+		}
+	return fd;
+}
+
+/* After a failed flattened pull the target is emptied again: it was empty
+ * before, so nothing of the user's is lost. */
+static void empty_dir(int fd)
+{
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+	struct cerr e = {0};
+
+	while (d && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			fs_rm_rf_at(fd, de->d_name, &e);
+	if (d)
+		closedir(d);
+}
+
+static int record(struct pull *p, struct cerr *e)
+{
+	size_t n = p->m.n_layers, k = 0;
+	const char **digests = xcalloc(n + 3, sizeof(char *));
+	cleanup_free char *ref = ref_string(&p->ref);
+	int ret;
+
+	if (p->index_digest)
+		digests[k++] = p->index_digest;
+	digests[k++] = p->manifest_digest;
+	digests[k++] = p->m.config.digest;
+	for (size_t i = 0; i < n; i++)
+		digests[k++] = p->m.layers[i].digest;
+	ret = cache_record_image(&p->cache, ref, digests, k,
+				 (const char *const *)p->config.diff_ids,
+				 p->config.n_diff_ids, e);
+	free(digests);
+	return ret;
+}
+
+/* ---- the entry point ---- */
+
+static int setup(struct pull *p, const struct pull_opts *o, struct cerr *e)
+{
+	struct registry_opts ro = {
+		.username = o->username,
+		.password = o->password,
+		.registry_url = o->registry_url,
+		.ca_file = o->ca_file,
+		.insecure = o->insecure,
+		.retries = o->retries > 0 ? o->retries : DEFAULT_RETRIES,
+	};
+	cleanup_free char *fuser = NULL, *fpass = NULL;
+
+	if (!o->image || !*o->image)
+		return cerr_set(e, EINVAL, "no image given");
+	if (o->extract_to && o->mount_at)
+		return cerr_set(e, EINVAL,
+				"choose one of extract-to and mount");
+	if (ref_parse(o->image, &p->ref, e) < 0)
+		return -1;
+	if (o->platform ? platform_parse(o->platform, &p->plat, e) < 0
+			: (platform_default(&p->plat), 0))
+		return -1;
+	if (o->auth_file && !o->username) {
+		struct buf b;
+		int r;
+
+		buf_init(&b, AUTHFILE_MAX);
+		r = fs_read_file(o->auth_file, &b, e);
+		if (r == 0)
+			r = authfile_lookup(b.data, b.len, p->ref.registry,
+					    &fuser, &fpass, e);
+		buf_free(&b);
+		if (r < 0)
+			return cerr_prefix(e, "auth file");
+		ro.username = fuser;
+		ro.password = fpass;
+	}
+	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR, false,
+		       &p->cache, e) < 0)
+		return -1;
+	return registry_open(&p->ref, &ro, &p->reg, e);
+}
+
+static int make_rootfs(struct pull *p, struct cerr *e)
+{
+	if (p->o->mount_at)
+		return overlay_mount(&p->cache, p->config.diff_ids,
+				     p->config.n_diff_ids, p->o->mount_at,
+				     p->o->upper_dir, e);
+	return 0;
+}
+
+static void fill_result(struct pull *p, struct pull_result *res)
+{
+	res->manifest_digest = xstrdup(p->manifest_digest);
+	res->config_digest = xstrdup(p->m.config.digest);
+	res->config_json = buf_steal(&p->config_raw, &res->config_len);
+	res->config = p->config;
+	memset(&p->config, 0, sizeof(p->config));
+	res->n_layers = (int)p->m.n_layers;
+	for (size_t i = 0; i < p->m.n_layers; i++)
+		res->layers_cached += !p->layers[i].needed ||
+				      p->layers[i].blob->cached;
+}
+
+int pull_image(const struct pull_opts *o, struct pull_result *res,
+	       struct cerr *e)
+{
+	struct pull p = {.o = o, .target_fd = -1};
+	int ret = -1;
+
+	memset(res, 0, sizeof(*res));
+	p.flat = o->extract_to != NULL;
+	p.cache.fd = p.cache.gc_lock = -1;
+	if (setup(&p, o, e) < 0 || resolve(&p, e) < 0)
+		goto out;
+	if (o->progress) {
+		struct pull_event ev = {.kind = PULL_EV_RESOLVED,
+					.layer = -1,
+					.n_layers = (int)p.m.n_layers};
+		o->progress(&ev, o->progress_arg);
+	}
+	if (p.flat && (p.target_fd = open_empty_dir(o->extract_to, e)) < 0)
+		goto out;
+	if (fetch_layers(&p, e) < 0 || make_rootfs(&p, e) < 0 ||
+	    record(&p, e) < 0) {
+		if (p.target_fd >= 0)
+			empty_dir(p.target_fd);
+		goto out;
+	}
+	fill_result(&p, res);
+	if (o->progress) {
+		struct pull_event ev = {.kind = PULL_EV_DONE,
+					.layer = -1,
+					.n_layers = (int)p.m.n_layers};
+		o->progress(&ev, o->progress_arg);
+	}
+	ret = 0;
+out:
+	if (ret < 0)
+		cerr_prefix(e, "pull %s", o->image ? o->image : "");
+	if (p.target_fd >= 0)
+		close(p.target_fd);
+	cleanup_jobs(&p);
+	registry_close(p.reg);
+	cache_close(&p.cache);
+	manifest_free(&p.m);
+	image_config_free(&p.config);
+	buf_free(&p.config_raw);
+	ref_free(&p.ref);
+	free(p.index_digest);
+	return ret;
+}
+
+void pull_result_free(struct pull_result *r)
+{
+	free(r->manifest_digest);
+	free(r->config_digest);
+	free(r->config_json);
+	image_config_free(&r->config);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,54 @@
+#!/bin/bash
+# The whole test suite, from a fresh Debian 12 machine: installs what it
+# needs, checks style, builds, runs the suite (unit, fuzz-corpus replay,
+# integration against real parts), then the same suite built with
+# ASan+UBSan. Ends with one line "N passed, N failed" summing both runs.
+#
+#   SKIP_ASAN=1   skip the sanitizer run (quicker local iterations)
+set -u
+cd "$(dirname "$0")/.."
+scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+jobs=$(nproc)
+total_p=0
+total_f=0
+
+summary() { # parse the runner's last line
+	local line
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -1)
+	if [ -z "$line" ]; then
+		total_f=$((total_f + 1))
+		return
+	fi
+	total_p=$((total_p + $(echo "$line" | cut -d' ' -f1)))
+	total_f=$((total_f + $(echo "$line" | cut -d' ' -f3)))
+}
+
+if scripts/lint.sh; then total_p=$((total_p + 1)); else total_f=$((total_f + 1)); fi
+
+mkdir -p build build-asan
+echo "== suite (release build)"
+if make -j"$jobs" tests >build/make.log 2>&1; then
+	OUT=build tests/run.sh 2>&1 | tee build/check.log
+	summary build/check.log
+else
+	tail -40 build/make.log
+	total_f=$((total_f + 1))
+fi
+
+if [ "${SKIP_ASAN:-0}" != 1 ]; then
+	echo "== suite (ASan+UBSan build)"
+	san="-fsanitize=address,undefined -fno-sanitize-recover=all"
+	if make -j"$jobs" OUT=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+		SAN="$san" tests >build-asan/make.log 2>&1; then
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+			UBSAN_OPTIONS=print_stacktrace=1 \
+			OUT=build-asan tests/run.sh 2>&1 | tee build-asan/check.log
+		summary build-asan/check.log
+	else
+		tail -40 build-asan/make.log
+		total_f=$((total_f + 1))
+	fi
+fi
+
+echo "$total_p passed, $total_f failed"
+[ "$total_f" -eq 0 ]
