@@ -52,9 +52,21 @@ static size_t skip_ws(const char *s, size_t i)
 	return i;
 }
 
-/* RFC 7235 token68 ("Negotiate abc=="), which Basic and Bearer never send.
- * True when one fills the challenge's remaining text (up to a ',' that would
- * start another challenge). */
+/* Whether what follows a ',' starts the next challenge (or is the end):
+ * a scheme is a token not followed by '=', where an auth-param's name is. */
+static bool next_challenge(const char *s)
+{
+	size_t n;
+
+	s += strspn(s, " \t,");
+	if (!*s)
+		return true;
+	n = token_len(s);
+	return n > 0 && s[skip_ws(s, n)] != '=';
+}
+
+/* RFC 7235 token68 ("Negotiate abc=="), which Basic and Bearer never send:
+ * true when one fills the rest of this challenge. */
 static bool is_token68(const char *s)
 {
 	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyz"
@@ -64,7 +76,7 @@ static bool is_token68(const char *s)
 		return false;
 	n += strspn(s + n, "=");
 	n = skip_ws(s, n);
-	return s[n] == '\0' || s[n] == ',';
+	return s[n] == '\0' || (s[n] == ',' && next_challenge(s + n));
 }
 
 /* qdtext and quoted-pair allow HTAB, SP, VCHAR and obs-text: everything but
@@ -190,22 +202,24 @@ static int parse_params(const char *s, size_t i, struct www_auth *w,
 
 static int parse_challenge(const char *s, struct www_auth *w, struct cerr *e)
 {
-	size_t i = skip_ws(s, 0), n = token_len(s + i);
+	size_t i = skip_ws(s, 0), n = token_len(s + i), j;
 
 	if (n == 0)
 		return cerr_set(e, EINVAL, "missing authentication scheme");
 	w->scheme = xstrndup(s + i, n);
 	i += n;
-	if (s[skip_ws(s, i)] == '\0')
+	j = skip_ws(s, i);
+	/* "Negotiate, Bearer realm=…": a scheme without parameters, then the
+	 * next challenge. */
+	if (s[j] == '\0' || (s[j] == ',' && next_challenge(s + j)))
 		return 0;
-	if (!is_ws(s[i]))
+	if (j == i)
 		return cerr_set(e, EINVAL,
 				"expected a blank after the scheme '%s'",
 				w->scheme);
-	i = skip_ws(s, i);
-	if (is_token68(s + i))
+	if (is_token68(s + j))
 		return 0;
-	return parse_params(s, i, w, e);
+	return parse_params(s, j, w, e);
 }
 
 int www_auth_parse(const char *header, struct www_auth *out, struct cerr *e)

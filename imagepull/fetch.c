@@ -217,23 +217,59 @@ fail:
 	blob_fail(f, b, &e);
 }
 
-/* ---- layer side: read the spool as it grows ---- */
+/* ---- layer side: read the spool as it grows ----
+ *
+ * A decompression thread (producer) reads the spool, inflates and hashes
+ * the tar stream for the diff-id, and fills a small ring of chunks; the
+ * layer thread (consumer) hands the chunks to libarchive and writes files.
+ * Inflating and writing each take about half the work, so the two cores
+ * share it; the ring bounds memory at RING_N chunks. */
+
+#define RING_N 8
+
+struct ring {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned char *buf[RING_N];
+	size_t len[RING_N];
+	int head, count;  /* head: next chunk for the consumer */
+	bool held;        /* the consumer still reads buf[head] */
+	bool eof, failed, stop;
+	struct cerr err;
+};
+
+struct producer {
+	struct fetch *f;
+	struct blob_job *b;
+	struct ring *ring;
+	uint64_t off;
+	struct decomp *d;
+	unsigned char *in;
+	size_t in_pos, in_len;
+	bool in_eof;
+	struct hasher diff;
+};
 
 /* Wait for bytes at off; returns bytes read, 0 at the end, -1 on error. */
-static ssize_t blob_read(struct fetch *f, struct blob_job *b, uint64_t off,
-			 void *p, size_t n, struct cerr *e)
+static ssize_t blob_read(struct producer *pr, void *p, size_t n,
+			 struct cerr *e)
 {
+	struct blob_job *b = pr->b;
+	struct fetch *f = pr->f;
+	uint64_t off = pr->off;
 	int fd;
 
 	pthread_mutex_lock(&b->mu);
-	while (b->avail <= off && !b->done && !b->failed && !f->aborted)
+	while (b->avail <= off && !b->done && !b->failed && !f->aborted &&
+	       !pr->ring->stop)
 		pthread_cond_wait(&b->cv, &b->mu);
-	if (b->failed || (f->aborted && b->avail <= off && !b->done)) {
+	if (b->failed) {
+		*e = b->err;
 		pthread_mutex_unlock(&b->mu);
-		if (b->failed) {
-			*e = b->err;
-			return -1;
-		}
+		return -1;
+	}
+	if (b->avail <= off && !b->done) {
+		pthread_mutex_unlock(&b->mu);
 		return cerr_set(e, ECANCELED, "pull aborted");
 	}
 	if (b->avail <= off) {
@@ -250,130 +286,229 @@ static ssize_t blob_read(struct fetch *f, struct blob_job *b, uint64_t off,
 	return r;
 }
 
-struct reader {
-	struct fetch *f;
-	struct blob_job *b;
-	uint64_t off;
-	struct decomp *d;
-	unsigned char *in, *out;
-	size_t in_pos, in_len;
-	bool in_eof;
-	struct hasher diff;
-	struct cerr *e;
-	bool failed;
-};
-
-/* Fill the input buffer from the spool; false at its end. */
-static int refill(struct reader *r)
+/* Fill the input buffer from the spool. */
+static int refill(struct producer *pr, struct cerr *e)
 {
 	ssize_t n;
 
-	if (r->in_pos) {
-		memmove(r->in, r->in + r->in_pos, r->in_len - r->in_pos);
-		r->in_len -= r->in_pos;
-		r->in_pos = 0;
+	if (pr->in_pos) {
+		memmove(pr->in, pr->in + pr->in_pos, pr->in_len - pr->in_pos);
+		pr->in_len -= pr->in_pos;
+		pr->in_pos = 0;
 	}
-	n = blob_read(r->f, r->b, r->off, r->in + r->in_len,
-		      IO_CHUNK - r->in_len, r->e);
+	n = blob_read(pr, pr->in + pr->in_len, IO_CHUNK - pr->in_len, e);
 	if (n < 0)
 		return -1;
-	r->off += (uint64_t)n;
-	r->in_len += (size_t)n;
-	r->in_eof = n == 0;
+	pr->off += (uint64_t)n;
+	pr->in_len += (size_t)n;
+	pr->in_eof = n == 0;
 	return 0;
 }
 
-static la_ssize_t read_cb(struct archive *a, void *arg, const void **out)
+/* Produce up to cap bytes of tar stream into out; 0 at its end. */
+static ssize_t produce(struct producer *pr, unsigned char *out, size_t cap,
+		       struct cerr *e)
 {
-	struct reader *r = arg;
-
-	if (r->failed)
-		return -1;
-	if (!r->d) {
-		while (r->in_len < 4 && !r->in_eof)
-			if (refill(r) < 0)
-				goto fail;
-		r->d = decomp_new(compression_sniff(r->in, r->in_len));
+	if (!pr->d) {
+		while (pr->in_len < 4 && !pr->in_eof)
+			if (refill(pr, e) < 0)
+				return -1;
+		pr->d = decomp_new(compression_sniff(pr->in, pr->in_len));
 	}
 	for (;;) {
 		size_t used = 0, made = 0;
 		bool end;
 
-		if (r->in_pos < r->in_len) {
-			if (decomp_run(r->d, r->in + r->in_pos,
-				       r->in_len - r->in_pos, &used, r->out,
-				       IO_CHUNK, &made, &end, r->e) < 0)
-				goto fail;
-			r->in_pos += used;
+		if (pr->in_pos < pr->in_len) {
+			if (decomp_run(pr->d, pr->in + pr->in_pos,
+				       pr->in_len - pr->in_pos, &used, out, cap,
+				       &made, &end, e) < 0)
+				return -1;
+			pr->in_pos += used;
 			if (made) {
-				hasher_update(&r->diff, r->out, made);
-				*out = r->out;
-				return (la_ssize_t)made;
+				hasher_update(&pr->diff, out, made);
+				return (ssize_t)made;
 			}
 			if (used)
 				continue;
 		}
-		if (r->in_eof) {
-			if (!decomp_finished(r->d) || r->in_pos < r->in_len) {
-				cerr_set(r->e, EBADMSG,
-					 "compressed layer data is truncated");
-				goto fail;
-			}
+		if (pr->in_eof) {
+			if (!decomp_finished(pr->d) || pr->in_pos < pr->in_len)
+				return cerr_set(e, EBADMSG,
+						"compressed layer data is "
+						"truncated");
 			return 0;
 		}
-		if (refill(r) < 0)
-			goto fail;
+		if (refill(pr, e) < 0)
+			return -1;
 	}
-fail:
-	r->failed = true;
-	archive_set_error(a, EIO, "%s", r->e->msg);
-	return -1;
+}
+
+/* Take a free slot; false when told to stop. */
+static bool ring_slot(struct ring *q, int *slot)
+{
+	pthread_mutex_lock(&q->mu);
+	while (q->count == RING_N && !q->stop)
+		pthread_cond_wait(&q->cv, &q->mu);
+	*slot = (q->head + q->count) % RING_N;
+	pthread_mutex_unlock(&q->mu);
+	return !q->stop;
+}
+
+static void *producer_main(void *arg)
+{
+	struct producer *pr = arg;
+	struct ring *q = pr->ring;
+	struct cerr e = {0};
+	int slot;
+
+	while (ring_slot(q, &slot)) {
+		ssize_t n = produce(pr, q->buf[slot], IO_CHUNK, &e);
+
+		pthread_mutex_lock(&q->mu);
+		if (n < 0) {
+			q->failed = true;
+			q->err = e;
+		} else if (n == 0) {
+			q->eof = true;
+		} else {
+			q->len[slot] = (size_t)n;
+			q->count++;
+		}
+		pthread_cond_broadcast(&q->cv);
+		pthread_mutex_unlock(&q->mu);
+		if (n <= 0)
+			break;
+	}
+	return NULL;
+}
+
+struct consumer {
+	struct ring *ring;
+	struct cerr *e;
+	bool failed;
+};
+
+static la_ssize_t read_cb(struct archive *a, void *arg, const void **out)
+{
+	struct consumer *c = arg;
+	struct ring *q = c->ring;
+	la_ssize_t n;
+
+	pthread_mutex_lock(&q->mu);
+	if (q->held) { /* libarchive is done with the previous chunk */
+		q->held = false;
+		q->head = (q->head + 1) % RING_N;
+		q->count--;
+		pthread_cond_broadcast(&q->cv);
+	}
+	while (q->count == 0 && !q->eof && !q->failed)
+		pthread_cond_wait(&q->cv, &q->mu);
+	if (q->count) {
+		q->held = true;
+		*out = q->buf[q->head];
+		n = (la_ssize_t)q->len[q->head];
+	} else if (q->failed) {
+		*c->e = q->err;
+		c->failed = true;
+		n = -1;
+	} else {
+		n = 0;
+	}
+	pthread_mutex_unlock(&q->mu);
+	if (n < 0 && a)
+		archive_set_error(a, EIO, "%s", c->e->msg);
+	return n;
+}
+
+static void ring_init(struct ring *q)
+{
+	memset(q, 0, sizeof(*q));
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	for (int i = 0; i < RING_N; i++)
+		q->buf[i] = xmalloc(IO_CHUNK);
+}
+
+/* Stop the producer (it may wait for the spool or for a slot) and reap. */
+static void ring_finish(struct ring *q, struct blob_job *b, pthread_t th)
+{
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	pthread_mutex_lock(&b->mu);
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	pthread_join(th, NULL);
+	for (int i = 0; i < RING_N; i++)
+		free(q->buf[i]);
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+}
+
+/* Apply the tar stream from the ring; drain it so the diff-id covers the
+ * whole stream, tar padding included. */
+static int consume(struct consumer *c, int rootfd, enum unpack_mode mode,
+		   struct cerr *e)
+{
+	struct archive *a = archive_read_new();
+	struct unpack_stats st = {0};
+	const void *dummy;
+	int ret = -1;
+
+	archive_read_support_format_tar(a);
+	if (archive_read_open(a, c, NULL, read_cb, NULL) != ARCHIVE_OK) {
+		if (!c->failed)
+			cerr_set(e, EIO, "%s", archive_error_string(a));
+	} else if (unpack_layer(a, rootfd, mode, &st, e) == 0) {
+		while (read_cb(NULL, c, &dummy) > 0)
+			;
+		ret = c->failed ? -1 : 0;
+	}
+	if (ret < 0 && c->failed)
+		*e = c->ring->err; /* the root cause, not libarchive's echo */
+	archive_read_free(a);
+	return ret;
 }
 
 /* Unpack one layer from its blob into rootfd and check its diff-id. */
 int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 		 enum unpack_mode mode, struct cerr *e)
 {
-	struct reader r = {.f = f, .b = l->blob, .e = e};
-	struct archive *a = archive_read_new();
-	struct unpack_stats st = {0};
+	struct ring q;
+	struct producer pr = {.f = f, .b = l->blob, .ring = &q};
+	struct consumer c = {.ring = &q, .e = e};
 	char got[DIGEST_STR_MAX];
-	int ret = -1;
-	const void *dummy;
+	pthread_t th;
+	int ret;
 
-	r.in = xmalloc(IO_CHUNK);
-	r.out = xmalloc(IO_CHUNK);
-	if (hasher_init(&r.diff, l->diff_id, e) < 0)
-		goto out;
-	archive_read_support_format_tar(a);
-	if (archive_read_open(a, &r, NULL, read_cb, NULL) != ARCHIVE_OK) {
-		if (!r.failed)
-			cerr_set(e, EIO, "%s", archive_error_string(a));
-		goto out;
+	if (hasher_init(&pr.diff, l->diff_id, e) < 0)
+		return -1;
+	ring_init(&q);
+	pr.in = xmalloc(IO_CHUNK);
+	if (pthread_create(&th, NULL, producer_main, &pr) != 0) {
+		ret = cerr_set(e, EAGAIN, "cannot start a thread");
+		goto out_nothread;
 	}
-	if (unpack_layer(a, rootfd, mode, &st, e) < 0)
-		goto out;
-	/* The diff-id covers the whole stream, tar padding included. */
-	while (read_cb(a, &r, &dummy) > 0)
-		;
-	if (r.failed)
-		goto out;
-	hasher_final(&r.diff, got);
-	if (strcmp(got, l->diff_id) != 0) {
-		cerr_set(e, EBADMSG,
-			 "layer %s: uncompressed content hashes to %s, the "
-			 "config says %s",
-			 l->blob->desc->digest, got, l->diff_id);
-		goto out;
+	ret = consume(&c, rootfd, mode, e);
+	ring_finish(&q, l->blob, th);
+	if (ret == 0) {
+		hasher_final(&pr.diff, got);
+		if (strcmp(got, l->diff_id) != 0)
+			ret = cerr_set(e, EBADMSG,
+				       "layer %s: uncompressed content hashes "
+				       "to %s, the config says %s",
+				       l->blob->desc->digest, got,
+				       l->diff_id);
 	}
-	ret = 0;
+	goto out;
+out_nothread:
+	for (int i = 0; i < RING_N; i++)
+		free(q.buf[i]);
 out:
-	if (ret < 0 && r.failed && !e->msg[0])
-		cerr_set(e, EIO, "layer read failed");
-	archive_read_free(a);
-	hasher_free(&r.diff);
-	decomp_free(r.d);
-	free(r.in);
-	free(r.out);
+	hasher_free(&pr.diff);
+	decomp_free(pr.d);
+	free(pr.in);
 	return ret;
 }

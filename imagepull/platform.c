@@ -67,6 +67,12 @@ int platform_parse(const char *s, struct platform *p, struct cerr *e)
 	memset(p, 0, sizeof(*p));
 	if (!s || !*s)
 		return cerr_set(e, EINVAL, "empty platform");
+	/* Refused before the message below echoes the input. */
+	for (const char *c = s; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return cerr_set(e, EINVAL,
+					"invalid platform: it holds a control "
+					"character");
 	for (;;) {
 		const char *slash = strchr(part, '/');
 		size_t n = slash ? (size_t)(slash - part) : strlen(part);
@@ -75,8 +81,8 @@ int platform_parse(const char *s, struct platform *p, struct cerr *e)
 			memset(p, 0, sizeof(*p));
 			return cerr_set(e, EINVAL,
 					"invalid platform '%.100s': expected "
-					"os/arch[/variant] made of letters, "
-					"digits, '_', '.' and '-'",
+					"os/arch[/variant], each part 1 to 31 "
+					"letters, digits, '_', '.' or '-'",
 					s);
 		}
 		memcpy(fields[i++], part, n);

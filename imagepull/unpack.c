@@ -384,7 +384,10 @@ static int entry_owner(struct unpacker *u, struct archive_entry *ent,
 	return 0;
 }
 
-static long clamp_nsec(long ns) { return ns >= 0 && ns < 1000000000 ? ns : 0; }
+static long clamp_nsec(long ns)
+{
+	return ns >= 0 && ns < 1000000000 ? ns : 0;
+}
 
 /* Like Docker: the access time is the stored one, else the mtime. */
 static void entry_times(struct archive_entry *ent, struct timespec ts[2])
@@ -433,8 +436,9 @@ static int apply_xattrs(struct unpacker *u, struct archive_entry *ent, int fd,
 
 	if (archive_entry_xattr_reset(ent) == 0)
 		return 0;
-	if (fd < 0 && (size_t)snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s",
-				       pfd, base) >= sizeof(proc))
+	if (fd < 0 &&
+	    (size_t)snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", pfd,
+			     base) >= sizeof(proc))
 		return cerr_set(u->e, ENAMETOOLONG, "name too long for xattrs");
 	while (archive_entry_xattr_next(ent, &xn, &xv, &xs) == ARCHIVE_OK) {
 		int r;
@@ -640,8 +644,8 @@ static int apply_root(struct unpacker *u, struct archive_entry *ent)
 
 /* The target is stored as is: an absolute or climbing target is fine to
  * create, because nothing in unpacking ever follows it. */
-static int apply_symlink(struct unpacker *u, struct archive_entry *ent,
-			 int pfd, const char *base)
+static int apply_symlink(struct unpacker *u, struct archive_entry *ent, int pfd,
+			 const char *base)
 {
 	const char *t = archive_entry_symlink(ent);
 
@@ -665,7 +669,7 @@ static int apply_symlink(struct unpacker *u, struct archive_entry *ent,
 static int apply_node(struct unpacker *u, struct archive_entry *ent, int pfd,
 		      const char *base)
 {
-	mode_t type = archive_entry_filetype(ent) == AE_IFCHR   ? S_IFCHR
+	mode_t type = archive_entry_filetype(ent) == AE_IFCHR	? S_IFCHR
 		      : archive_entry_filetype(ent) == AE_IFBLK ? S_IFBLK
 								: S_IFIFO;
 	dev_t rdev = type == S_IFIFO ? 0 : archive_entry_rdev(ent);
@@ -765,8 +769,8 @@ static int prune(struct unpacker *u, int pfd, const char *comp, size_t len,
 			isdir = fstatat(dirfd(d), de->d_name, &st,
 					AT_SYMLINK_NOFOLLOW) == 0 &&
 				S_ISDIR(st.st_mode);
-		if (isdir && prune(u, dirfd(d), u->scratch + at, at + n,
-				   depth + 1) < 0)
+		if (isdir &&
+		    prune(u, dirfd(d), u->scratch + at, at + n, depth + 1) < 0)
 			return -1;
 	}
 	if (errno)
@@ -836,8 +840,8 @@ static int apply_whiteout(struct unpacker *u, const char *base)
 
 /* Remember what this entry made: its path (FLAT, for opaque directories)
  * and, for a directory, the times to set once its children are in. */
-static int remember(struct unpacker *u, struct archive_entry *ent,
-		    size_t len, bool isdir)
+static int remember(struct unpacker *u, struct archive_entry *ent, size_t len,
+		    bool isdir)
 {
 	struct dirtime *d;
 	size_t off = 0;
@@ -871,9 +875,8 @@ static int apply_typed(struct unpacker *u, struct archive_entry *ent)
 	bool link = archive_entry_hardlink(ent) != NULL;
 	int pfd;
 
-	if (!link && type != AE_IFREG && type != AE_IFDIR &&
-	    type != AE_IFLNK && type != AE_IFCHR && type != AE_IFBLK &&
-	    type != AE_IFIFO)
+	if (!link && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK &&
+	    type != AE_IFCHR && type != AE_IFBLK && type != AE_IFIFO)
 		return 1; /* sockets and unknown types are skipped */
 	pfd = get_parent(u, true, &base);
 	if (pfd < 0)
@@ -903,8 +906,8 @@ static int apply_entry(struct unpacker *u, struct archive_entry *ent)
 	if (path_clean(raw, u->name, sizeof(u->name), u->e) < 0)
 		return cerr_set(u->e, u->e->code,
 				u->e->code == EINVAL
-					? "a '..' component is not allowed"
-					: "name is too long");
+				    ? "a '..' component is not allowed"
+				    : "name is too long");
 	len = strlen(u->name);
 	if (!len) {
 		if (apply_root(u, ent) < 0)
@@ -920,7 +923,7 @@ static int apply_entry(struct unpacker *u, struct archive_entry *ent)
 		return r < 0 ? -1 : 0;
 	return remember(u, ent, len,
 			archive_entry_filetype(ent) == AE_IFDIR &&
-				!archive_entry_hardlink(ent));
+			    !archive_entry_hardlink(ent));
 }
 
 /* ---- end of layer ---- */
@@ -939,23 +942,28 @@ static int dirtime_cmp(const void *a, const void *b)
  * last. A directory that a later entry removed or replaced is skipped. */
 static int apply_dir_times(struct unpacker *u)
 {
-	qsort(u->dt, u->ndt, sizeof(*u->dt), dirtime_cmp);
+	if (u->ndt)
+		qsort(u->dt, u->ndt, sizeof(*u->dt), dirtime_cmp);
 	for (size_t i = 0; i < u->ndt; i++) {
 		const char *p = u->pool.p ? u->pool.p + u->dt[i].off : "";
 		struct cerr ignore = {0};
 		cleanup_close int fd = -1;
 
 		if (*p)
-			fd = path_open_beneath(u->rootfd, p,
-					       O_PATH | O_DIRECTORY | O_NOFOLLOW,
-					       0, &ignore);
+			fd = path_open_beneath(
+			    u->rootfd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0,
+			    &ignore);
 		else
 			fd = fcntl(u->rootfd, F_DUPFD_CLOEXEC, 3);
-		if (fd < 0 && (ignore.code == ENOENT || ignore.code == ENOTDIR ||
-			       ignore.code == ELOOP || ignore.code == EXDEV))
+		if (fd < 0 &&
+		    (ignore.code == ENOENT || ignore.code == ENOTDIR ||
+		     ignore.code == ELOOP || ignore.code == EXDEV))
 			continue; /* removed or replaced later in the layer */
+		if (fd < 0 && !*p)
+			return cerr_sys(u->e, "open the root");
 		if (fd < 0)
-			return cerr_sys(u->e, "layer directory '%s': open", p);
+			return cerr_set(u->e, ignore.code,
+					"layer directory: %s", ignore.msg);
 		if (utimes_fd(fd, u->dt[i].ts) < 0)
 			return cerr_sys(u->e, "layer directory '%s': set times",
 					p);
@@ -1024,16 +1032,16 @@ static int unpack_run(struct unpacker *u)
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-			archive_fail(u->a, u->e, "read layer");
-			return cerr_prefix(u->e, "after %llu entries",
-					   (unsigned long long)u->st.entries);
+			snprintf(q, sizeof(q), "layer entry #%llu: read header",
+				 (unsigned long long)u->st.entries + 1);
+			return archive_fail(u->a, u->e, q);
 		}
 		if (apply_entry(u, ent) < 0) {
 			const char *raw = archive_entry_pathname(ent);
 
 			return cerr_prefix(
-				u->e, "layer entry '%s'",
-				printable(raw ? raw : "", q, sizeof(q)));
+			    u->e, "layer entry '%s'",
+			    printable(raw ? raw : "", q, sizeof(q)));
 		}
 		u->st.entries++;
 	}

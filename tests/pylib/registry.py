@@ -321,8 +321,31 @@ class Registry:
         """Both logs, access log first."""
         return self.access_log() + self.app_log()
 
-    def requests(self, since: int = 0) -> List[Request]:
-        """Parsed access-log lines (from request index ``since`` on)."""
+    def settle(self, quiet: float = 0.05, timeout: float = 2.0) -> None:
+        """Wait until the access log has not grown for ``quiet`` seconds.
+
+        The registry writes a request's line just after the response, so a
+        client may have its answer a moment before the line exists.
+        """
+        deadline = time.monotonic() + timeout
+        last = -1
+        while time.monotonic() < deadline:
+            try:
+                size = os.path.getsize(self.access_log_path)
+            except FileNotFoundError:
+                size = 0
+            if size == last:
+                return
+            last = size
+            time.sleep(quiet)
+
+    def requests(self, since: int = 0, settle: bool = True) -> List[Request]:
+        """Parsed access-log lines (from request index ``since`` on).
+
+        ``settle`` first waits for the log to stop growing (see settle()).
+        """
+        if settle and self.running:
+            self.settle()
         out = []
         for line in self.access_log().splitlines():
             m = _ACCESS_RE.match(line)
@@ -355,7 +378,7 @@ class Registry:
     def wait_for_request(self, pred, timeout: float = 10.0, since: int = 0) -> Request:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for r in self.requests(since):
+            for r in self.requests(since, settle=False):
                 if pred(r):
                     return r
             time.sleep(0.05)

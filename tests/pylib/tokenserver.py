@@ -70,6 +70,15 @@ def parse_scope(scope: str) -> Optional[dict]:
             "actions": [a for a in actions.split(",") if a]}
 
 
+def normalize_scope(scope: str) -> str:
+    """Sort a scope's actions: the registry's challenges say "pull,push" or
+    "push,pull" at random (Go map order)."""
+    p = parse_scope(scope)
+    if p is None:
+        return scope
+    return f"{p['type']}:{p['name']}:{','.join(sorted(set(p['actions'])))}"
+
+
 @dataclass
 class TokenRequest:
     method: str
@@ -244,15 +253,19 @@ class TokenServer:
 
     # ---- inspection ----
     def count(self, scope: Optional[str] = None, ok_only: bool = True) -> int:
-        """Token requests seen (that asked for ``scope``, if given)."""
+        """Token requests seen (that asked for ``scope``, if given; the order
+        of actions does not matter)."""
         with self._lock:
             reqs = list(self.requests)
+        want = normalize_scope(scope) if scope else None
         return sum(1 for r in reqs if (not ok_only or r.ok)
-                   and (scope is None or scope in r.scopes))
+                   and (want is None or want in map(normalize_scope, r.scopes)))
 
-    def scopes_seen(self) -> List[List[str]]:
+    def scopes_seen(self, ok_only: bool = False) -> List[List[str]]:
+        """The scopes of each request, normalized (actions sorted)."""
         with self._lock:
-            return [list(r.scopes) for r in self.requests]
+            return [[normalize_scope(s) for s in r.scopes] for r in self.requests
+                    if r.ok or not ok_only]
 
     def reset(self) -> None:
         with self._lock:
