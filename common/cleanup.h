@@ -11,7 +11,10 @@
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 
-static inline void freep(void *p) { free(*(void **)p); }
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
 static inline void closep(int *fd)
 {
 	if (*fd >= 0)

@@ -51,8 +51,8 @@ int fs_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int fs_write_atomic(const char *path, const void *data, size_t len,
-		    mode_t mode, struct cerr *e)
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+		    struct cerr *e)
 {
 	cleanup_free char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
 	cleanup_close int fd = -1;

@@ -13,8 +13,8 @@
 int fs_mkdir_p(const char *path, mode_t mode, struct cerr *e);
 /* Write data to path through a temporary file in the same directory, fsync
  * it and rename it into place. */
-int fs_write_atomic(const char *path, const void *data, size_t len,
-		    mode_t mode, struct cerr *e);
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+		    struct cerr *e);
 /* Read a whole file into out (which sets the cap); EFBIG when larger. */
 int fs_read_file(const char *path, struct buf *out, struct cerr *e);
 int fs_read_fd(int fd, struct buf *out, struct cerr *e);

@@ -15,9 +15,15 @@ void log_init(const char *prog, enum log_level level)
 	log_level = level;
 }
 
-void log_set_fd(int fd) { log_fd = fd; }
+void log_set_fd(int fd)
+{
+	log_fd = fd;
+}
 
-enum log_level log_get_level(void) { return log_level; }
+enum log_level log_get_level(void)
+{
+	return log_level;
+}
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {

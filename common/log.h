@@ -10,7 +10,7 @@ void log_init(const char *prog, enum log_level level);
 void log_set_fd(int fd);
 enum log_level log_get_level(void);
 void log_msg(enum log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

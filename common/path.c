@@ -17,7 +17,10 @@
 static bool force_fallback;
 static int have_openat2 = -1; /* -1 unknown, 0 no, 1 yes */
 
-void path_force_fallback(bool on) { force_fallback = on; }
+void path_force_fallback(bool on)
+{
+	force_fallback = on;
+}
 
 int path_clean(const char *in, char *out, size_t outsz, struct cerr *e)
 {
@@ -40,8 +43,8 @@ int path_clean(const char *in, char *out, size_t outsz, struct cerr *e)
 			return cerr_set(e, EINVAL,
 					"path '%s' has a '..' component", in);
 		if (o + n + 2 > outsz)
-			return cerr_set(e, ENAMETOOLONG, "path '%.64s…' is too long",
-					in);
+			return cerr_set(e, ENAMETOOLONG,
+					"path '%.64s…' is too long", in);
 		if (o)
 			out[o++] = '/';
 		memcpy(out + o, s, n);
@@ -56,9 +59,9 @@ int path_clean(const char *in, char *out, size_t outsz, struct cerr *e)
 static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
-		.flags = (unsigned)flags | O_CLOEXEC,
-		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	    .flags = (unsigned)flags | O_CLOEXEC,
+	    .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 	};
 	int fd, tries = 0;
 
@@ -141,7 +144,8 @@ static int walk_beneath(int rootfd, const char *rel, int flags, mode_t mode)
 		if (fstatat(top, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (last && errno == ENOENT && (flags & O_CREAT))
 				ret = openat(top, name,
-					     flags | O_CLOEXEC | O_NOFOLLOW, mode);
+					     flags | O_CLOEXEC | O_NOFOLLOW,
+					     mode);
 			break;
 		}
 		if (S_ISLNK(st.st_mode)) {
@@ -190,8 +194,7 @@ static int walk_beneath(int rootfd, const char *rel, int flags, mode_t mode)
 	return ret;
 }
 
-static int open_beneath_raw(int rootfd, const char *rel, int flags,
-			    mode_t mode)
+static int open_beneath_raw(int rootfd, const char *rel, int flags, mode_t mode)
 {
 	if (!force_fallback && have_openat2 != 0) {
 		int fd = sys_openat2(rootfd, *rel ? rel : ".", flags, mode);
@@ -255,9 +258,9 @@ static int mkdirs_beneath(int rootfd, const char *dir, struct cerr *e)
 			close(prev);
 			errno = saved;
 			if (errno == EXDEV || errno == ELOOP)
-				return cerr_set(e, errno,
-						"'%s' resolves outside the root",
-						dir);
+				return cerr_set(
+				    e, errno, "'%s' resolves outside the root",
+				    dir);
 			return cerr_sys(e, "open '%s'", prefix);
 		}
 		close(prev);

@@ -22,8 +22,10 @@
 #include "util.h"
 
 static const char *const cache_dirs[] = {
-	"blobs", "blobs/sha256", "blobs/sha512", "layers", "layers/sha256",
-	"layers/sha512", "l", "tmp", "locks", "images", "mounts",
+    "blobs",  "blobs/sha256",  "blobs/sha512",
+    "layers", "layers/sha256", "layers/sha512",
+    "l",      "tmp",	       "locks",
+    "images", "mounts",
 };
 
 char *cache_path(const struct cache *c, const char *fmt, ...)
@@ -38,8 +40,7 @@ char *cache_path(const struct cache *c, const char *fmt, ...)
 	return xasprintf("%s/%s", c->root, rel);
 }
 
-int cache_open(const char *root, bool for_gc, struct cache *c,
-	       struct cerr *e)
+int cache_open(const char *root, bool for_gc, struct cache *c, struct cerr *e)
 {
 	c->root = NULL;
 	c->fd = c->gc_lock = -1;
@@ -55,10 +56,9 @@ int cache_open(const char *root, bool for_gc, struct cache *c,
 		if (mkdirat(c->fd, cache_dirs[i], 0700) < 0 && errno != EEXIST)
 			return cerr_sys(e, "mkdir %s/%s", c->root,
 					cache_dirs[i]);
-	c->gc_lock = openat(c->fd, "locks/gc", O_RDWR | O_CREAT | O_CLOEXEC,
-			    0600);
-	if (c->gc_lock < 0 ||
-	    flock(c->gc_lock, for_gc ? LOCK_EX : LOCK_SH) < 0)
+	c->gc_lock =
+	    openat(c->fd, "locks/gc", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (c->gc_lock < 0 || flock(c->gc_lock, for_gc ? LOCK_EX : LOCK_SH) < 0)
 		return cerr_sys(e, "lock %s/locks/gc", c->root);
 	return 0;
 }
@@ -162,20 +162,19 @@ static int check_blob(const struct cache *c, const char *digest,
 	return 0;
 }
 
-int cache_read_blob(const struct cache *c, const char *digest,
-		    struct buf *out, struct cerr *e)
+int cache_read_blob(const struct cache *c, const char *digest, struct buf *out,
+		    struct cerr *e)
 {
 	return check_blob(c, digest, out, e);
 }
 
-int cache_verify_blob(const struct cache *c, const char *digest,
-		      struct cerr *e)
+int cache_verify_blob(const struct cache *c, const char *digest, struct cerr *e)
 {
 	return check_blob(c, digest, NULL, e);
 }
 
-int cache_put_blob(const struct cache *c, const char *digest,
-		   const void *data, size_t len, struct cerr *e)
+int cache_put_blob(const struct cache *c, const char *digest, const void *data,
+		   size_t len, struct cerr *e)
 {
 	cleanup_free char *rel = digest_rel(digest);
 	cleanup_free char *p = cache_path(c, "blobs/%s", rel);

@@ -11,8 +11,8 @@
 
 struct decomp {
 	enum compression c;
-	bool finished;   /* a complete stream (or member) has been decoded */
-	bool started;    /* any input seen since the last member ended */
+	bool finished; /* a complete stream (or member) has been decoded */
+	bool started;  /* any input seen since the last member ended */
 	struct inflate_state *gz;
 	ZSTD_DStream *zs;
 };

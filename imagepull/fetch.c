@@ -35,8 +35,7 @@ static void blob_publish(struct blob_job *b, uint64_t avail, bool done)
 	pthread_mutex_unlock(&b->mu);
 }
 
-static void blob_fail(struct fetch *f, struct blob_job *b,
-		      const struct cerr *e)
+static void blob_fail(struct fetch *f, struct blob_job *b, const struct cerr *e)
 {
 	pthread_mutex_lock(&b->mu);
 	b->failed = true;
@@ -143,8 +142,7 @@ static int download(struct fetch *f, struct blob_job *b, const char *tmp,
 		return cerr_set(e, EBADMSG,
 				"blob %s: got %llu bytes, the manifest says "
 				"%lld",
-				b->desc->digest,
-				(unsigned long long)b->written,
+				b->desc->digest, (unsigned long long)b->written,
 				(long long)b->desc->size);
 	hasher_final(&b->hash, got);
 	if (strcmp(got, b->desc->digest) != 0)
@@ -176,7 +174,8 @@ static bool use_cached_blob(struct fetch *f, struct blob_job *b)
 	*strchr(p, ':') = '/';
 	if (!cache_has_blob(f->cache, b->desc->digest, b->desc->size))
 		return false;
-	if (f->validate && cache_verify_blob(f->cache, b->desc->digest, &e) < 0) {
+	if (f->validate &&
+	    cache_verify_blob(f->cache, b->desc->digest, &e) < 0) {
 		log_warn("%s; downloading it again", e.msg);
 		return false;
 	}
@@ -232,8 +231,8 @@ struct ring {
 	pthread_cond_t cv;
 	unsigned char *buf[RING_N];
 	size_t len[RING_N];
-	int head, count;  /* head: next chunk for the consumer */
-	bool held;        /* the consumer still reads buf[head] */
+	int head, count; /* head: next chunk for the consumer */
+	bool held;	 /* the consumer still reads buf[head] */
 	bool eof, failed, stop;
 	struct cerr err;
 };
@@ -251,8 +250,7 @@ struct producer {
 };
 
 /* Wait for bytes at off; returns bytes read, 0 at the end, -1 on error. */
-static ssize_t blob_read(struct producer *pr, void *p, size_t n,
-			 struct cerr *e)
+static ssize_t blob_read(struct producer *pr, void *p, size_t n, struct cerr *e)
 {
 	struct blob_job *b = pr->b;
 	struct fetch *f = pr->f;
@@ -499,8 +497,7 @@ int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 			ret = cerr_set(e, EBADMSG,
 				       "layer %s: uncompressed content hashes "
 				       "to %s, the config says %s",
-				       l->blob->desc->digest, got,
-				       l->diff_id);
+				       l->blob->desc->digest, got, l->diff_id);
 	}
 	goto out;
 out_nothread:

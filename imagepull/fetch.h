@@ -15,12 +15,12 @@ struct fetch;
 struct blob_job {
 	struct fetch *fetch;
 	const struct descriptor *desc;
-	int first_layer;       /* for progress events */
-	bool needed;           /* some layer must read it */
+	int first_layer; /* for progress events */
+	bool needed;	 /* some layer must read it */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int fd;                /* reader fd on the spool or cached blob */
-	uint64_t avail;        /* bytes readable at fd */
+	int fd;		/* reader fd on the spool or cached blob */
+	uint64_t avail; /* bytes readable at fd */
 	bool done, failed, cached;
 	struct cerr err;
 	/* writer side, owned by the download thread */
@@ -34,7 +34,7 @@ struct layer_job {
 	int index;
 	const char *diff_id;
 	struct blob_job *blob;
-	bool needed;           /* overlay: not yet in the cache */
+	bool needed; /* overlay: not yet in the cache */
 };
 
 struct fetch {
@@ -42,7 +42,7 @@ struct fetch {
 	struct registry *reg;
 	bool validate;
 	int n_layers;
-	pthread_mutex_t mu;    /* guards the fields below and emit */
+	pthread_mutex_t mu; /* guards the fields below and emit */
 	bool aborted;
 	struct cerr first_err;
 	pull_progress_fn progress;

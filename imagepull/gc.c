@@ -51,7 +51,7 @@ static void add_array(struct keep *k, json_t *a)
 	json_t *v;
 
 	json_array_foreach(a, i, v) if (json_is_string(v))
-		keep_add(k, json_string_value(v));
+	    keep_add(k, json_string_value(v));
 }
 
 /* Collect what the image records still use. */
@@ -115,7 +115,7 @@ static int sweep(const struct cache *c, const char *dir, const char *algo,
 		 struct cerr *e)
 {
 	cleanup_free char *rel =
-		algo ? xasprintf("%s/%s", dir, algo) : xstrdup(dir);
+	    algo ? xasprintf("%s/%s", dir, algo) : xstrdup(dir);
 	cleanup_close int fd = openat(c->fd, rel, O_RDONLY | O_DIRECTORY);
 	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
 	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;

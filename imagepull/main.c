@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,87 +30,104 @@ struct cli {
 };
 
 static const char usage_text[] =
-	"Usage: cell-pull --image REF (--extract-to DIR | --mount DIR) [options]\n"
-	"       cell-pull --unmount DIR\n"
-	"       cell-pull --gc [--workdir DIR]\n"
-	"\n"
-	"Pull an OCI or Docker image from a registry into a flattened rootfs\n"
-	"(--extract-to) or an overlayfs mount over cached layers (--mount).\n"
-	"\n"
-	"  --image REF              image reference, Docker's rules (busybox,\n"
-	"                           host:port/repo:tag, repo@sha256:...)\n"
-	"  --extract-to DIR         flattened rootfs in DIR (new or empty)\n"
-	"  --mount DIR              overlay mount of the cached layers on DIR\n"
-	"  --upper-dir DIR          where the overlay's upper and work dirs go\n"
-	"                           (default: under the workdir)\n"
-	"  --save-config FILE       write the image's config JSON to FILE\n"
-	"  --workdir DIR            cache root (default /var/lib/cell/images)\n"
-	"  --username U, --password P   registry credentials\n"
-	"  --auth-file FILE         credentials from a docker config.json\n"
-	"  --parallel N             layers fetched at once (default 4)\n"
-	"  --validate-cache         re-hash cached blobs before using them\n"
-	"  --insecure-registry H    use plain HTTP for host H[:port]; repeatable\n"
-	"  --platform OS/ARCH[/VARIANT]  platform to pick from an index\n"
-	"                           (default: this machine)\n"
-	"  --progress MODE          auto, tty, json (lines on stdout) or none\n"
-	"  --registry-url URL       talk to URL instead of the reference's host\n"
-	"  --ca-file PEM            extra CA certificates for registry TLS\n"
-	"  --retries N              retries per request (default 8)\n"
-	"  --unmount DIR            unmount an overlay made with --mount\n"
-	"  --gc                     remove crash leftovers and unused blobs/layers\n"
-	"  -v, --verbose            more logging (repeat for debug)\n"
-	"  -h, --help               this text\n"
-	"  --version                print the version\n"
-	"\n"
-	"Tosi's spellings are accepted too: -image -extractto -mount -saveconfig\n"
-	"-username -password -workdir -parallel-downloads -validate-cache -url.\n"
-	"Exit status: 0 success, 1 pull failed, 2 usage error.\n";
+    "Usage: cell-pull --image REF (--extract-to DIR | --mount DIR) [options]\n"
+    "       cell-pull --unmount DIR\n"
+    "       cell-pull --gc [--workdir DIR]\n"
+    "\n"
+    "Pull an OCI or Docker image from a registry into a flattened rootfs\n"
+    "(--extract-to) or an overlayfs mount over cached layers (--mount).\n"
+    "\n"
+    "  --image REF              image reference, Docker's rules (busybox,\n"
+    "                           host:port/repo:tag, repo@sha256:...)\n"
+    "  --extract-to DIR         flattened rootfs in DIR (new or empty)\n"
+    "  --mount DIR              overlay mount of the cached layers on DIR\n"
+    "  --upper-dir DIR          where the overlay's upper and work dirs go\n"
+    "                           (default: under the workdir)\n"
+    "  --save-config FILE       write the image's config JSON to FILE\n"
+    "  --workdir DIR            cache root (default /var/lib/cell/images)\n"
+    "  --username U, --password P   registry credentials\n"
+    "  --auth-file FILE         credentials from a docker config.json\n"
+    "  --parallel N             layers fetched at once (default 4)\n"
+    "  --validate-cache         re-hash cached blobs before using them\n"
+    "  --insecure-registry H    use plain HTTP for host H[:port]; repeatable\n"
+    "  --platform OS/ARCH[/VARIANT]  platform to pick from an index\n"
+    "                           (default: this machine)\n"
+    "  --progress MODE          auto, tty, json (lines on stdout) or none\n"
+    "  --registry-url URL       talk to URL instead of the reference's host\n"
+    "  --ca-file PEM            extra CA certificates for registry TLS\n"
+    "  --retries N              retries per request (default 8)\n"
+    "  --unmount DIR            unmount an overlay made with --mount\n"
+    "  --gc                     remove crash leftovers and unused "
+    "blobs/layers\n"
+    "  -v, --verbose            more logging (repeat for debug)\n"
+    "  -h, --help               this text\n"
+    "  --version                print the version\n"
+    "\n"
+    "Tosi's spellings are accepted too: -image -extractto -mount -saveconfig\n"
+    "-username -password -workdir -parallel-downloads -validate-cache -url.\n"
+    "Exit status: 0 success, 1 pull failed, 2 usage error.\n";
 
 enum {
-	OPT_IMAGE = 256, OPT_EXTRACT, OPT_MOUNT, OPT_UPPER, OPT_SAVE,
-	OPT_WORKDIR, OPT_USER, OPT_PASS, OPT_AUTHFILE, OPT_PARALLEL,
-	OPT_VALIDATE, OPT_INSECURE, OPT_PLATFORM, OPT_PROGRESS, OPT_URL,
-	OPT_CA, OPT_RETRIES, OPT_UNMOUNT, OPT_GC, OPT_VERSION,
+	OPT_IMAGE = 256,
+	OPT_EXTRACT,
+	OPT_MOUNT,
+	OPT_UPPER,
+	OPT_SAVE,
+	OPT_WORKDIR,
+	OPT_USER,
+	OPT_PASS,
+	OPT_AUTHFILE,
+	OPT_PARALLEL,
+	OPT_VALIDATE,
+	OPT_INSECURE,
+	OPT_PLATFORM,
+	OPT_PROGRESS,
+	OPT_URL,
+	OPT_CA,
+	OPT_RETRIES,
+	OPT_UNMOUNT,
+	OPT_GC,
+	OPT_VERSION,
 };
 
 static const struct option longopts[] = {
-	{"image", required_argument, NULL, OPT_IMAGE},
-	{"extract-to", required_argument, NULL, OPT_EXTRACT},
-	{"mount", required_argument, NULL, OPT_MOUNT},
-	{"upper-dir", required_argument, NULL, OPT_UPPER},
-	{"save-config", required_argument, NULL, OPT_SAVE},
-	{"workdir", required_argument, NULL, OPT_WORKDIR},
-	{"username", required_argument, NULL, OPT_USER},
-	{"password", required_argument, NULL, OPT_PASS},
-	{"auth-file", required_argument, NULL, OPT_AUTHFILE},
-	{"parallel", required_argument, NULL, OPT_PARALLEL},
-	{"validate-cache", no_argument, NULL, OPT_VALIDATE},
-	{"insecure-registry", required_argument, NULL, OPT_INSECURE},
-	{"platform", required_argument, NULL, OPT_PLATFORM},
-	{"progress", required_argument, NULL, OPT_PROGRESS},
-	{"registry-url", required_argument, NULL, OPT_URL},
-	{"ca-file", required_argument, NULL, OPT_CA},
-	{"retries", required_argument, NULL, OPT_RETRIES},
-	{"unmount", required_argument, NULL, OPT_UNMOUNT},
-	{"gc", no_argument, NULL, OPT_GC},
-	{"verbose", no_argument, NULL, 'v'},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, OPT_VERSION},
-	{NULL, 0, NULL, 0},
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"extract-to", required_argument, NULL, OPT_EXTRACT},
+    {"mount", required_argument, NULL, OPT_MOUNT},
+    {"upper-dir", required_argument, NULL, OPT_UPPER},
+    {"save-config", required_argument, NULL, OPT_SAVE},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"username", required_argument, NULL, OPT_USER},
+    {"password", required_argument, NULL, OPT_PASS},
+    {"auth-file", required_argument, NULL, OPT_AUTHFILE},
+    {"parallel", required_argument, NULL, OPT_PARALLEL},
+    {"validate-cache", no_argument, NULL, OPT_VALIDATE},
+    {"insecure-registry", required_argument, NULL, OPT_INSECURE},
+    {"platform", required_argument, NULL, OPT_PLATFORM},
+    {"progress", required_argument, NULL, OPT_PROGRESS},
+    {"registry-url", required_argument, NULL, OPT_URL},
+    {"ca-file", required_argument, NULL, OPT_CA},
+    {"retries", required_argument, NULL, OPT_RETRIES},
+    {"unmount", required_argument, NULL, OPT_UNMOUNT},
+    {"gc", no_argument, NULL, OPT_GC},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
 };
 
 /* Tosi's single-dash flags, rewritten before getopt sees them. */
 static const char *const tosi[][2] = {
-	{"-image", "--image"},
-	{"-extractto", "--extract-to"},
-	{"-mount", "--mount"},
-	{"-saveconfig", "--save-config"},
-	{"-username", "--username"},
-	{"-password", "--password"},
-	{"-workdir", "--workdir"},
-	{"-parallel-downloads", "--parallel"},
-	{"-validate-cache", "--validate-cache"},
-	{"-url", "--registry-url"},
+    {"-image", "--image"},
+    {"-extractto", "--extract-to"},
+    {"-mount", "--mount"},
+    {"-saveconfig", "--save-config"},
+    {"-username", "--username"},
+    {"-password", "--password"},
+    {"-workdir", "--workdir"},
+    {"-parallel-downloads", "--parallel"},
+    {"-validate-cache", "--validate-cache"},
+    {"-url", "--registry-url"},
 };
 
 static void translate_tosi(int argc, char **argv)
@@ -121,8 +139,8 @@ static void translate_tosi(int argc, char **argv)
 			size_t n = strlen(tosi[j][0]);
 			if (!strncmp(argv[i], tosi[j][0], n) &&
 			    (argv[i][n] == '\0' || argv[i][n] == '=')) {
-				argv[i] = xasprintf("%s%s", tosi[j][1],
-						    argv[i] + n);
+				argv[i] =
+				    xasprintf("%s%s", tosi[j][1], argv[i] + n);
 				break;
 			}
 		}
@@ -130,7 +148,7 @@ static void translate_tosi(int argc, char **argv)
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
-								...)
+							     ...)
 {
 	va_list ap;
 
@@ -142,8 +160,7 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
 	return 2;
 }
 
-static int int_arg(const char *name, const char *s, int min, int max,
-		   int *out)
+static int int_arg(const char *name, const char *s, int min, int max, int *out)
 {
 	struct cerr e = {0};
 	int64_t v;
@@ -168,49 +185,72 @@ static int parse_progress(const char *s, enum progress_mode *m)
 	return -1;
 }
 
+/* Options that just store their argument. */
+static const struct {
+	int opt;
+	size_t off;
+} str_opts[] = {
+    {OPT_IMAGE, offsetof(struct cli, o.image)},
+    {OPT_EXTRACT, offsetof(struct cli, o.extract_to)},
+    {OPT_MOUNT, offsetof(struct cli, o.mount_at)},
+    {OPT_UPPER, offsetof(struct cli, o.upper_dir)},
+    {OPT_SAVE, offsetof(struct cli, save_config)},
+    {OPT_WORKDIR, offsetof(struct cli, o.workdir)},
+    {OPT_USER, offsetof(struct cli, o.username)},
+    {OPT_PASS, offsetof(struct cli, o.password)},
+    {OPT_AUTHFILE, offsetof(struct cli, o.auth_file)},
+    {OPT_PLATFORM, offsetof(struct cli, o.platform)},
+    {OPT_URL, offsetof(struct cli, o.registry_url)},
+    {OPT_CA, offsetof(struct cli, o.ca_file)},
+    {OPT_UNMOUNT, offsetof(struct cli, unmount)},
+};
+
 /* Returns -1 to go on, else an exit status. */
 static int parse_opt(struct cli *c, int opt, const char *arg)
 {
+	for (size_t i = 0; i < ARRAY_SIZE(str_opts); i++)
+		if (str_opts[i].opt == opt) {
+			*(const char **)((char *)c + str_opts[i].off) = arg;
+			return -1;
+		}
 	switch (opt) {
-	case OPT_IMAGE: c->o.image = arg; break;
-	case OPT_EXTRACT: c->o.extract_to = arg; break;
-	case OPT_MOUNT: c->o.mount_at = arg; break;
-	case OPT_UPPER: c->o.upper_dir = arg; break;
-	case OPT_SAVE: c->save_config = arg; break;
-	case OPT_WORKDIR: c->o.workdir = arg; break;
-	case OPT_USER: c->o.username = arg; break;
-	case OPT_PASS: c->o.password = arg; break;
-	case OPT_AUTHFILE: c->o.auth_file = arg; break;
-	case OPT_VALIDATE: c->o.validate_cache = true; break;
-	case OPT_PLATFORM: c->o.platform = arg; break;
-	case OPT_URL: c->o.registry_url = arg; break;
-	case OPT_CA: c->o.ca_file = arg; break;
-	case OPT_UNMOUNT: c->unmount = arg; break;
-	case OPT_GC: c->gc = true; break;
-	case 'v': c->verbose++; break;
+	case OPT_VALIDATE:
+		c->o.validate_cache = true;
+		return -1;
+	case OPT_GC:
+		c->gc = true;
+		return -1;
+	case 'v':
+		c->verbose++;
+		return -1;
 	case OPT_PARALLEL:
 		return int_arg("parallel", arg, 1, 32, &c->o.parallel) < 0 ? 2
-									    : -1;
+									   : -1;
 	case OPT_RETRIES:
 		return int_arg("retries", arg, 0, 100, &c->o.retries) < 0 ? 2
-									     : -1;
+									  : -1;
 	case OPT_INSECURE:
 		if (c->n_insecure == MAX_INSECURE)
 			return usage_error("too many --insecure-registry (%s)",
 					   arg);
 		c->insecure[c->n_insecure++] = arg;
-		break;
+		return -1;
 	case OPT_PROGRESS:
 		if (parse_progress(arg, &c->progress) < 0)
 			return usage_error("--progress takes auto, tty, json "
 					   "or none, not '%s'",
 					   arg);
-		break;
-	case 'h': fputs(usage_text, stdout); return 0;
-	case OPT_VERSION: printf("cell-pull %s\n", CELL_VERSION); return 0;
-	default: fprintf(stderr, "Try 'cell-pull --help'.\n"); return 2;
+		return -1;
+	case 'h':
+		fputs(usage_text, stdout);
+		return 0;
+	case OPT_VERSION:
+		printf("cell-pull %s\n", CELL_VERSION);
+		return 0;
+	default:
+		fprintf(stderr, "Try 'cell-pull --help'.\n");
+		return 2;
 	}
-	return -1;
 }
 
 static int parse_args(struct cli *c, int argc, char **argv)
@@ -230,8 +270,9 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	if (!c->o.image)
 		return usage_error("%s", "--image is required");
 	if (c->o.extract_to && c->o.mount_at)
-		return usage_error("%s", "--extract-to and --mount exclude each "
-					 "other");
+		return usage_error("%s",
+				   "--extract-to and --mount exclude each "
+				   "other");
 	if (c->o.username && !c->o.password)
 		return usage_error("%s", "--username needs --password");
 	c->o.insecure = c->insecure;

@@ -32,9 +32,9 @@ static char *short_name(const struct cache *c, const char *diff_id,
 	char cur[PATH_MAX];
 	ssize_t n;
 
-	memcpy(algo, diff_id, (size_t)(hex - 1 - diff_id) < 7
-				      ? (size_t)(hex - 1 - diff_id)
-				      : 7);
+	memcpy(algo, diff_id,
+	       (size_t)(hex - 1 - diff_id) < 7 ? (size_t)(hex - 1 - diff_id)
+					       : 7);
 	target = xasprintf("../layers/%s/%s", algo, hex);
 	n = readlinkat(c->fd, name, cur, sizeof(cur) - 1);
 	if (n >= 0) {
@@ -97,8 +97,7 @@ static char *default_upper_parent(const struct cache *c, const char *target)
 }
 
 int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
-		  const char *target, const char *upper_parent,
-		  struct cerr *e)
+		  const char *target, const char *upper_parent, struct cerr *e)
 {
 	cleanup_free char *abs = NULL, *up = NULL, *upper = NULL, *work = NULL;
 	cleanup_close int cwd = -1;
@@ -117,8 +116,8 @@ int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
 				"%s is already a mount point; unmount it "
 				"first (cell-pull --unmount)",
 				abs);
-	up = upper_parent ? xstrdup(upper_parent)
-			  : default_upper_parent(c, abs);
+	up =
+	    upper_parent ? xstrdup(upper_parent) : default_upper_parent(c, abs);
 	upper = xasprintf("%s/upper", up);
 	work = xasprintf("%s/work", up);
 	if (fs_mkdir_p(upper, 0755, e) < 0 || fs_mkdir_p(work, 0700, e) < 0)
@@ -127,7 +126,7 @@ int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
 	ret = lowerdirs(c, diff_ids, n, &opts, e);
 	if (ret == 0) {
 		cleanup_free char *rest =
-			xasprintf(",upperdir=%s,workdir=%s", upper, work);
+		    xasprintf(",upperdir=%s,workdir=%s", upper, work);
 		ret = buf_append(&opts, rest, strlen(rest), e);
 		if (ret < 0)
 			cerr_prefix(e, "overlay mount options (%zu layers)", n);

@@ -21,10 +21,10 @@
 
 /* ---- ref.c: image references, parsed as Docker does ---- */
 struct image_ref {
-	char *registry;   /* "host[:port]"; Docker Hub is DOCKER_HUB_HOST */
+	char *registry;	  /* "host[:port]"; Docker Hub is DOCKER_HUB_HOST */
 	char *repository; /* "library/busybox" */
-	char *tag;        /* NULL only when a digest is given without a tag */
-	char *digest;     /* "sha256:…" or NULL */
+	char *tag;	  /* NULL only when a digest is given without a tag */
+	char *digest;	  /* "sha256:…" or NULL */
 };
 int ref_parse(const char *s, struct image_ref *out, struct cerr *e);
 void ref_free(struct image_ref *r);
@@ -45,13 +45,15 @@ void platform_default(struct platform *p);
 void platform_normalize(struct platform *p);
 
 /* ---- manifest.c ---- */
-#define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
-#define MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
+#define MT_DOCKER_MANIFEST                                                     \
+	"application/vnd.docker.distribution.manifest.v2+json"
+#define MT_DOCKER_LIST                                                         \
+	"application/vnd.docker.distribution.manifest.list.v2+json"
 #define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define MT_OCI_INDEX "application/vnd.oci.image.index.v1+json"
 #define MT_ACCEPT                                                              \
 	MT_OCI_INDEX ", " MT_DOCKER_LIST ", " MT_OCI_MANIFEST                  \
-		", " MT_DOCKER_MANIFEST
+		     ", " MT_DOCKER_MANIFEST
 
 enum compression { COMP_NONE, COMP_GZIP, COMP_ZSTD };
 
@@ -68,10 +70,10 @@ enum manifest_kind { MANIFEST_IMAGE, MANIFEST_INDEX };
 struct manifest {
 	enum manifest_kind kind;
 	char *media_type;
-	struct descriptor config;        /* MANIFEST_IMAGE */
-	struct descriptor *layers;       /* MANIFEST_IMAGE */
+	struct descriptor config;  /* MANIFEST_IMAGE */
+	struct descriptor *layers; /* MANIFEST_IMAGE */
 	size_t n_layers;
-	struct descriptor *manifests;    /* MANIFEST_INDEX */
+	struct descriptor *manifests; /* MANIFEST_INDEX */
 	size_t n_manifests;
 };
 
@@ -115,7 +117,7 @@ int token_reply_parse(const char *json, size_t len, char **token,
 /* ---- unpack.c: apply one uncompressed tar layer ---- */
 struct archive;
 enum unpack_mode {
-	UNPACK_FLAT,    /* whiteouts delete from rootfd (flattened rootfs) */
+	UNPACK_FLAT,	/* whiteouts delete from rootfd (flattened rootfs) */
 	UNPACK_OVERLAY, /* whiteouts become overlayfs form in a layer dir */
 };
 struct unpack_stats {
@@ -151,10 +153,10 @@ void decomp_free(struct decomp *d);
 struct registry;
 struct registry_opts {
 	const char *username, *password; /* NULL: anonymous */
-	const char *registry_url;        /* overrides the ref's host */
+	const char *registry_url;	 /* overrides the ref's host */
 	const char *ca_file;
-	const char *const *insecure;     /* hosts reached over plain HTTP */
-	int retries;                     /* attempts after the first */
+	const char *const *insecure; /* hosts reached over plain HTTP */
+	int retries;		     /* attempts after the first */
 };
 int registry_open(const struct image_ref *ref, const struct registry_opts *o,
 		  struct registry **out, struct cerr *e);
@@ -164,13 +166,12 @@ int registry_get_manifest(struct registry *r, const char *reference,
 			  struct buf *body, char **content_type,
 			  struct cerr *e);
 /* GET a small blob into body (body->max is the cap). */
-int registry_get_blob(struct registry *r, const char *digest,
-		      struct buf *body, struct cerr *e);
+int registry_get_blob(struct registry *r, const char *digest, struct buf *body,
+		      struct cerr *e);
 /* Stream a blob from byte offset to sink. A dropped connection or a 5xx is
  * retried with back-off and resumed with Range where it stopped. A sink that
  * returns < 0 aborts the transfer (its error is in e). */
-typedef int (*blob_sink_fn)(void *arg, const void *p, size_t n,
-			    struct cerr *e);
+typedef int (*blob_sink_fn)(void *arg, const void *p, size_t n, struct cerr *e);
 int registry_stream_blob(struct registry *r, const char *digest,
 			 uint64_t offset, blob_sink_fn sink, void *arg,
 			 struct cerr *e);
@@ -188,26 +189,25 @@ struct cache {
 	int fd;
 	int gc_lock; /* held shared for a pull's lifetime, exclusive by gc */
 };
-int cache_open(const char *root, bool for_gc, struct cache *c,
-	       struct cerr *e);
+int cache_open(const char *root, bool for_gc, struct cache *c, struct cerr *e);
 void cache_close(struct cache *c);
 /* A path under the cache root; the caller frees it. */
 char *cache_path(const struct cache *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 /* Exclusive flock on locks/<algo>-<hex>; returns the fd to close. */
 int cache_lock(const struct cache *c, const char *digest, struct cerr *e);
 /* A committed blob of the given size (size < 0: any). */
 bool cache_has_blob(const struct cache *c, const char *digest, int64_t size);
 /* Read a small committed blob and check its digest; ENOENT when absent;
  * a corrupt blob is removed and reported as EBADMSG. */
-int cache_read_blob(const struct cache *c, const char *digest,
-		    struct buf *out, struct cerr *e);
+int cache_read_blob(const struct cache *c, const char *digest, struct buf *out,
+		    struct cerr *e);
 /* Re-hash a committed blob; a corrupt one is removed (EBADMSG). */
 int cache_verify_blob(const struct cache *c, const char *digest,
 		      struct cerr *e);
 /* Store a small blob whose digest the caller has checked. */
-int cache_put_blob(const struct cache *c, const char *digest,
-		   const void *data, size_t len, struct cerr *e);
+int cache_put_blob(const struct cache *c, const char *digest, const void *data,
+		   size_t len, struct cerr *e);
 bool cache_has_layer(const struct cache *c, const char *diff_id);
 /* Record a successful pull (for gc). */
 int cache_record_image(const struct cache *c, const char *ref,
@@ -217,7 +217,6 @@ int cache_record_image(const struct cache *c, const char *ref,
 
 /* ---- mount.c: overlayfs over cached layers ---- */
 int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
-		  const char *target, const char *upper_parent,
-		  struct cerr *e);
+		  const char *target, const char *upper_parent, struct cerr *e);
 
 #endif

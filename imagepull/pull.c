@@ -45,9 +45,8 @@ struct pull {
 
 /* A manifest by tag (digest computed) or by digest (checked; the cache
  * answers when it can). */
-static int get_manifest(struct pull *p, const char *reference,
-			const char *want, struct buf *body, char **ctype,
-			struct cerr *e)
+static int get_manifest(struct pull *p, const char *reference, const char *want,
+			struct buf *body, char **ctype, struct cerr *e)
 {
 	char got[DIGEST_STR_MAX];
 
@@ -205,20 +204,19 @@ static void *blob_worker(void *arg)
 static void layer_done(struct pull *p, struct layer_job *l, bool cached)
 {
 	struct pull_event ev = {
-		.kind = PULL_EV_LAYER_DONE,
-		.layer = l->index,
-		.n_layers = (int)p->m.n_layers,
-		.digest = l->blob->desc->digest,
-		.downloaded = l->blob->written,
-		.size = (uint64_t)l->blob->desc->size,
-		.cached = cached,
+	    .kind = PULL_EV_LAYER_DONE,
+	    .layer = l->index,
+	    .n_layers = (int)p->m.n_layers,
+	    .digest = l->blob->desc->digest,
+	    .downloaded = l->blob->written,
+	    .size = (uint64_t)l->blob->desc->size,
+	    .cached = cached,
 	};
 	fetch_emit(&p->f, &ev);
 }
 
 /* Unpack one layer into the cache: tmp/layer-…, then rename. */
-static int overlay_layer(struct pull *p, struct layer_job *l,
-			 struct cerr *e)
+static int overlay_layer(struct pull *p, struct layer_job *l, struct cerr *e)
 {
 	const struct cache *c = &p->cache;
 	cleanup_free char *tmp = xasprintf("tmp/layer-%s", l->diff_id);
@@ -268,9 +266,9 @@ static void *layer_worker(void *arg)
 		pthread_mutex_unlock(&p->f.mu);
 		if (!l)
 			return NULL;
-		r = p->flat ? layer_unpack(&p->f, l, p->target_fd, UNPACK_FLAT,
-					   &e)
-			    : overlay_layer(p, l, &e);
+		r = p->flat
+			? layer_unpack(&p->f, l, p->target_fd, UNPACK_FLAT, &e)
+			: overlay_layer(p, l, &e);
 		if (r < 0) {
 			cerr_prefix(&e, "layer %d (%s)", l->index,
 				    l->blob->desc->digest);
@@ -337,8 +335,7 @@ static void cleanup_jobs(struct pull *p)
 	p->layers = NULL;
 }
 
-static int run_threads(struct pull *p, int n_blob, int n_layer,
-		       struct cerr *e)
+static int run_threads(struct pull *p, int n_blob, int n_layer, struct cerr *e)
 {
 	pthread_t th[2 * MAX_PARALLEL];
 	int started = 0;
@@ -454,12 +451,12 @@ static int record(struct pull *p, struct cerr *e)
 static int setup(struct pull *p, const struct pull_opts *o, struct cerr *e)
 {
 	struct registry_opts ro = {
-		.username = o->username,
-		.password = o->password,
-		.registry_url = o->registry_url,
-		.ca_file = o->ca_file,
-		.insecure = o->insecure,
-		.retries = o->retries > 0 ? o->retries : DEFAULT_RETRIES,
+	    .username = o->username,
+	    .password = o->password,
+	    .registry_url = o->registry_url,
+	    .ca_file = o->ca_file,
+	    .insecure = o->insecure,
+	    .retries = o->retries > 0 ? o->retries : DEFAULT_RETRIES,
 	};
 	cleanup_free char *fuser = NULL, *fpass = NULL;
 
@@ -512,8 +509,8 @@ static void fill_result(struct pull *p, struct pull_result *res)
 	memset(&p->config, 0, sizeof(p->config));
 	res->n_layers = (int)p->m.n_layers;
 	for (size_t i = 0; i < p->m.n_layers; i++)
-		res->layers_cached += !p->layers[i].needed ||
-				      p->layers[i].blob->cached;
+		res->layers_cached +=
+		    !p->layers[i].needed || p->layers[i].blob->cached;
 }
 
 int pull_image(const struct pull_opts *o, struct pull_result *res,

@@ -11,53 +11,53 @@
 /* The parts of an image's config that a runtime needs. */
 struct image_config {
 	char *os, *architecture, *variant;
-	char **env;        /* "K=V" strings; NULL-terminated, may be NULL */
-	char **entrypoint; /* NULL when unset */
-	char **cmd;        /* NULL when unset */
-	char *working_dir; /* NULL when unset */
-	char *user;        /* NULL when unset */
-	char *stop_signal; /* NULL when unset */
+	char **env;	      /* "K=V" strings; NULL-terminated, may be NULL */
+	char **entrypoint;    /* NULL when unset */
+	char **cmd;	      /* NULL when unset */
+	char *working_dir;    /* NULL when unset */
+	char *user;	      /* NULL when unset */
+	char *stop_signal;    /* NULL when unset */
 	char **exposed_ports; /* "80/tcp" … */
 	char **volumes;
-	char **diff_ids;   /* one per layer, bottom first */
+	char **diff_ids; /* one per layer, bottom first */
 	size_t n_diff_ids;
 };
 
 enum pull_event_kind {
 	PULL_EV_RESOLVED, /* manifest and config known; n_layers set */
-	PULL_EV_LAYER,    /* progress of one layer */
+	PULL_EV_LAYER,	  /* progress of one layer */
 	PULL_EV_LAYER_DONE,
 	PULL_EV_DONE,
 };
 
 struct pull_event {
 	enum pull_event_kind kind;
-	int layer;          /* index, bottom first; -1 for image-wide events */
+	int layer; /* index, bottom first; -1 for image-wide events */
 	int n_layers;
-	const char *digest; /* the layer's blob digest */
+	const char *digest;  /* the layer's blob digest */
 	uint64_t downloaded; /* compressed bytes fetched so far */
-	uint64_t size;      /* compressed size from the manifest */
-	bool cached;        /* the layer needed no download */
+	uint64_t size;	     /* compressed size from the manifest */
+	bool cached;	     /* the layer needed no download */
 };
 
 typedef void (*pull_progress_fn)(const struct pull_event *ev, void *arg);
 
 struct pull_opts {
-	const char *image;       /* reference, Docker's rules */
-	const char *workdir;     /* cache root */
-	const char *extract_to;  /* flattened rootfs here, or NULL */
-	const char *mount_at;    /* overlay mount here, or NULL */
-	const char *upper_dir;   /* overlay upper/work parent; default in cache */
-	const char *username;    /* registry credentials, or NULL */
+	const char *image;	/* reference, Docker's rules */
+	const char *workdir;	/* cache root */
+	const char *extract_to; /* flattened rootfs here, or NULL */
+	const char *mount_at;	/* overlay mount here, or NULL */
+	const char *upper_dir; /* overlay upper/work parent; default in cache */
+	const char *username;  /* registry credentials, or NULL */
 	const char *password;
-	const char *auth_file;   /* docker config.json, or NULL */
+	const char *auth_file;	  /* docker config.json, or NULL */
 	const char *registry_url; /* base URL that overrides the ref's host */
 	const char *const *insecure; /* hosts reached over plain HTTP */
-	const char *platform;    /* "os/arch[/variant]"; NULL = this machine */
-	const char *ca_file;     /* extra CA bundle for registry TLS */
-	int parallel;            /* concurrent layers; 0 = default (4) */
-	int retries;             /* per request; 0 = default (8) */
-	bool validate_cache;     /* re-hash cached blobs before use */
+	const char *platform; /* "os/arch[/variant]"; NULL = this machine */
+	const char *ca_file;  /* extra CA bundle for registry TLS */
+	int parallel;	      /* concurrent layers; 0 = default (4) */
+	int retries;	      /* per request; 0 = default (8) */
+	bool validate_cache;  /* re-hash cached blobs before use */
 	pull_progress_fn progress;
 	void *progress_arg;
 };

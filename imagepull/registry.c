@@ -19,13 +19,13 @@
 #include "pull-internal.h"
 #include "util.h"
 
-#define HDR_MAX 8192       /* one stored response header */
-#define ERRBODY_MAX 4096   /* error replies kept for the message */
+#define HDR_MAX 8192	 /* one stored response header */
+#define ERRBODY_MAX 4096 /* error replies kept for the message */
 #define TOKEN_MAX (64u << 10)
 #define SLACK_NS (10ull * 1000000000ull)
 
 struct registry {
-	char *base;       /* "https://host" */
+	char *base; /* "https://host" */
 	char *repository;
 	char *user, *pass;
 	char *ca_file;
@@ -36,7 +36,7 @@ struct registry {
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
 	pthread_mutex_t auth_mu;
-	char *auth_header; /* "Authorization: …" or NULL */
+	char *auth_header;     /* "Authorization: …" or NULL */
 	uint64_t auth_expires; /* monotonic ns; 0 = never */
 	unsigned auth_gen;
 };
@@ -49,18 +49,21 @@ struct req {
 	long status;
 	char *ctype, *www_auth, *content_range;
 	struct buf errbody;
-	struct buf *body;    /* in-memory reply, or NULL */
-	blob_sink_fn sink;   /* streamed reply, or NULL */
+	struct buf *body;  /* in-memory reply, or NULL */
+	blob_sink_fn sink; /* streamed reply, or NULL */
 	void *sink_arg;
-	uint64_t delivered;  /* bytes handed to body/sink in this attempt */
-	uint64_t skip;       /* bytes to drop: the server ignored Range */
+	uint64_t delivered; /* bytes handed to body/sink in this attempt */
+	uint64_t skip;	    /* bytes to drop: the server ignored Range */
 	struct cerr *sink_e;
 	bool sink_failed;
 	bool range_checked;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+static void curl_init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
 
 static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *u)
 {
@@ -384,12 +387,12 @@ static void describe_reply(const struct req *q, char *out, size_t outsz)
 
 	first = j ? json_array_get(json_object_get(j, "errors"), 0) : NULL;
 	if (first && json_is_string(json_object_get(first, "code")))
-		snprintf(out, outsz, "%s: %s",
-			 json_string_value(json_object_get(first, "code")),
-			 json_is_string(json_object_get(first, "message"))
-				 ? json_string_value(
-					   json_object_get(first, "message"))
-				 : "");
+		snprintf(
+		    out, outsz, "%s: %s",
+		    json_string_value(json_object_get(first, "code")),
+		    json_is_string(json_object_get(first, "message"))
+			? json_string_value(json_object_get(first, "message"))
+			: "");
 	else
 		snprintf(out, outsz, "%.*s", (int)strcspn(b, "\r\n"), b);
 	if (j)
@@ -481,8 +484,8 @@ static int fetch_token(struct registry *r, const struct www_auth *w,
 
 /* A 401 arrived. Work out new credentials unless another thread already
  * did (the generation moved on). */
-static int auth_challenge(struct registry *r, const struct req *q,
-			  unsigned gen, struct cerr *e)
+static int auth_challenge(struct registry *r, const struct req *q, unsigned gen,
+			  struct cerr *e)
 {
 	struct www_auth w = {0};
 	int ret = 0;
@@ -535,9 +538,9 @@ out:
 static int status_error(const struct req *q, struct cerr *e)
 {
 	char why[512];
-	int code = q->status == 404		       ? ENOENT
+	int code = q->status == 404			  ? ENOENT
 		   : q->status == 401 || q->status == 403 ? EACCES
-							    : EPROTO;
+							  : EPROTO;
 
 	describe_reply(q, why, sizeof(why));
 	if (q->status == 401)
@@ -556,8 +559,8 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 	for (;;) {
 		unsigned gen = 0;
 		cleanup_free char *auth =
-			registry_auth ? auth_current(r, &gen)
-				      : (fixed_auth ? xstrdup(fixed_auth) : NULL);
+		    registry_auth ? auth_current(r, &gen)
+				  : (fixed_auth ? xstrdup(fixed_auth) : NULL);
 		CURLcode c;
 		bool retry;
 
@@ -585,9 +588,10 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 				      : curl_retryable(c);
 		if (!retry || attempt >= r->retries) {
 			if (c != CURLE_OK)
-				return cerr_set(e, c == CURLE_COULDNT_CONNECT
-							   ? ECONNREFUSED
-							   : EIO,
+				return cerr_set(e,
+						c == CURLE_COULDNT_CONNECT
+						    ? ECONNREFUSED
+						    : EIO,
 						"%s", cmsg);
 			return status_error(q, e);
 		}
@@ -602,8 +606,7 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 /* ---- public calls ---- */
 
 int registry_get_manifest(struct registry *r, const char *reference,
-			  struct buf *body, char **content_type,
-			  struct cerr *e)
+			  struct buf *body, char **content_type, struct cerr *e)
 {
 	struct req q = {0};
 	int ret;
@@ -624,8 +627,8 @@ int registry_get_manifest(struct registry *r, const char *reference,
 	return ret;
 }
 
-int registry_get_blob(struct registry *r, const char *digest,
-		      struct buf *body, struct cerr *e)
+int registry_get_blob(struct registry *r, const char *digest, struct buf *body,
+		      struct cerr *e)
 {
 	struct req q = {0};
 	int ret;

@@ -28,8 +28,8 @@ static int tap_n, tap_failed;
 		int _same = (_g && _w) ? !strcmp(_g, _w) : _g == _w;           \
 		ok(_same, __VA_ARGS__);                                        \
 		if (!_same)                                                    \
-			printf("#   got '%s', want '%s'\n", _g ? _g : "(null)", \
-			       _w ? _w : "(null)");                            \
+			printf("#   got '%s', want '%s'\n",                    \
+			       _g ? _g : "(null)", _w ? _w : "(null)");        \
 	} while (0)
 
 static inline int tap_done(void)
