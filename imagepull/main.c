@@ -258,6 +258,7 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	int opt;
 
 	translate_tosi(argc, argv);
+	argv[0] = (char *)"cell-pull"; /* getopt's messages start with it */
 	while ((opt = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		int r = parse_opt(c, opt, optarg);
 		if (r >= 0)

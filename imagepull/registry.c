@@ -57,6 +57,8 @@ struct req {
 	struct cerr *sink_e;
 	bool sink_failed;
 	bool range_checked;
+	long max_speed;      /* test seam: bytes/s, 0 = unlimited */
+	uint64_t t_start;    /* when this attempt began, for max_speed */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -213,6 +215,24 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 	return len;
 }
 
+/* The CELL_PULL_MAX_RECV_SPEED seam: hold a transfer to an average rate so
+ * that tests can interrupt it in the middle. (curl's own rate limit lets
+ * loopback bursts through.) */
+static void throttle(const struct req *q)
+{
+	uint64_t due = q->t_start + q->delivered * 1000000000ull /
+					    (uint64_t)q->max_speed;
+	uint64_t now = now_ns();
+
+	if (due > now) {
+		struct timespec ts = {
+			.tv_sec = (time_t)((due - now) / 1000000000ull),
+			.tv_nsec = (long)((due - now) % 1000000000ull),
+		};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static size_t on_body(char *p, size_t size, size_t n, void *arg)
 {
 	struct req *q = arg;
@@ -255,6 +275,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 		return 0;
 	}
 	q->delivered += len;
+	if (q->max_speed)
+		throttle(q);
 	return size * n;
 }
 
@@ -289,9 +311,6 @@ static CURL *easy_for(struct registry *r, struct req *q,
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, q);
 	if (r->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, r->ca_file);
-	if (r->max_recv_speed)
-		curl_easy_setopt(h, CURLOPT_MAX_RECV_SPEED_LARGE,
-				 (curl_off_t)r->max_recv_speed);
 	if (q->accept) {
 		cleanup_free char *a = xasprintf("Accept: %s", q->accept);
 		*hdrs = curl_slist_append(*hdrs, a);
@@ -330,6 +349,8 @@ static CURLcode perform(struct registry *r, struct req *q, const char *auth,
 	CURLcode c;
 
 	req_reset(q);
+	q->max_speed = r->max_recv_speed;
+	q->t_start = now_ns();
 	curl_msg[0] = '\0';
 	h = easy_for(r, q, &hdrs, auth);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_msg);

@@ -461,23 +461,32 @@ static int apply_xattrs(struct unpacker *u, struct archive_entry *ent, int fd,
 	return 0;
 }
 
-/* Owner, xattrs and mode through an open file or directory. chmod comes
- * after chown, which clears setuid and setgid bits. */
+/* Owner, xattrs and mode through an open file or directory. One fstat
+ * replaces a chown and a chmod that would usually change nothing: the node
+ * was made with the entry's permission bits, and umask, default ACLs and
+ * setgid directories are what can make it differ. chmod comes after chown,
+ * which clears setuid and setgid bits. */
 static int set_meta_fd(struct unpacker *u, struct archive_entry *ent, int fd)
 {
 	mode_t perm = archive_entry_perm(ent) & 07777;
+	struct stat st;
 	uid_t uid;
 	gid_t gid;
 
+	if (fstat(fd, &st) < 0)
+		return cerr_sys(u->e, "stat");
 	if (u->as_root) {
 		if (entry_owner(u, ent, &uid, &gid) < 0)
 			return -1;
-		if (fchown(fd, uid, gid) < 0)
+		if ((st.st_uid != uid || st.st_gid != gid) &&
+		    fchown(fd, uid, gid) < 0)
 			return cerr_sys(u->e, "chown %u:%u", uid, gid);
+		if (st.st_uid != uid || st.st_gid != gid)
+			st.st_mode = 0; /* chown may have cleared bits */
 	}
 	if (apply_xattrs(u, ent, fd, -1, NULL) < 0)
 		return -1;
-	if (fchmod(fd, perm) < 0)
+	if ((st.st_mode & 07777) != perm && fchmod(fd, perm) < 0)
 		return cerr_sys(u->e, "chmod %o", perm);
 	return 0;
 }
@@ -583,13 +592,14 @@ static int apply_file(struct unpacker *u, struct archive_entry *ent, int pfd,
 		      const char *base)
 {
 	const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-	cleanup_close int fd = openat(pfd, base, fl, 0600);
+	mode_t perm = archive_entry_perm(ent) & 0777;
+	cleanup_close int fd = openat(pfd, base, fl, perm);
 	struct timespec ts[2];
 
 	if (fd < 0 && errno == EEXIST) {
 		if (clear_slot(u, pfd, base, u->name) < 0)
 			return -1;
-		fd = openat(pfd, base, fl, 0600);
+		fd = openat(pfd, base, fl, perm);
 	}
 	if (fd < 0)
 		return cerr_sys(u->e, "create");
