@@ -100,6 +100,11 @@ parse:
 	if (image_config_parse(p->config_raw.data, p->config_raw.len,
 			       &p->config, e) < 0)
 		return cerr_prefix(e, "config %s", d->digest);
+	if (p->config.architecture &&
+	    strcmp(p->config.architecture, p->plat.arch) != 0)
+		log_warn("image %s is for %s/%s, not %s/%s", p->o->image,
+			 p->config.os ? p->config.os : "?",
+			 p->config.architecture, p->plat.os, p->plat.arch);
 	if (p->config.n_diff_ids != p->m.n_layers)
 		return cerr_set(e, EINVAL,
 				"config lists %zu diff-ids for %zu layers",
@@ -476,12 +481,13 @@ static int setup(struct pull *p, const struct pull_opts *o, struct cerr *e)
 
 		buf_init(&b, AUTHFILE_MAX);
 		r = fs_read_file(o->auth_file, &b, e);
-		if (r == 0)
+		/* An empty config.json means "no credentials", as for Docker. */
+		if (r == 0 && b.len)
 			r = authfile_lookup(b.data, b.len, p->ref.registry,
 					    &fuser, &fpass, e);
 		buf_free(&b);
 		if (r < 0)
-			return cerr_prefix(e, "auth file");
+			return -1;
 		ro.username = fuser;
 		ro.password = fpass;
 	}

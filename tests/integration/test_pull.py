@@ -30,6 +30,7 @@ from typing import Dict, List, Optional
 import pytest
 
 import images as im
+import pki
 from images import (Dir, File, Hardlink, Image, Index, Layer, Opaque, Raw, Symlink,
                     Whiteout, CharDev, Fifo, busybox_layer, platform_image, push,
                     random_layer, sha256_digest, tree_listing, diff_listings)
@@ -503,6 +504,43 @@ def test_basic_auth_missing_credentials(make_registry, pull, workdir, tmp_path):
     push(reg, "t/basic", "v1", busybox_image())
     res = pull(reg, reg.ref("t/basic", "v1"), str(tmp_path / "rootfs"), workdir)
     assert_fails(res, 1, "401", "unauthorized")
+
+
+# ---------------------------------------------------------------- transport
+
+def test_tls_registry_with_ca_file(make_registry, run_pull, workdir, tmp_path):
+    d = str(tmp_path / "pki")
+    ca = pki.CA.create(d)
+    srv = ca.issue_server(d, "registry", dns=["localhost"], ips=["127.0.0.1"])
+    reg = make_registry(tls=(srv.cert_path, srv.key_path), ca_file=ca.cert_path)
+    push(reg, "t/tls", "v1", busybox_image())
+    root = str(tmp_path / "rootfs")
+    assert_ok(run_pull("--image", reg.ref("t/tls", "v1"), "--extract-to", root,
+                       "--workdir", workdir, "--ca-file", ca.cert_path))
+    assert_busybox_works(root)
+    # Without the CA the certificate is not trusted.
+    res = run_pull("--image", reg.ref("t/tls", "v1"), "--extract-to", str(tmp_path / "r2"),
+                   "--workdir", str(tmp_path / "w2"), "--retries", "1",
+                   env={"CELL_PULL_RETRY_BASE_MS": "20"})
+    assert_fails(res, 1, "certificate", "ssl", "tls", "verify")
+
+
+def test_plain_http_needs_insecure_registry(registry, run_pull, workdir, tmp_path):
+    push(registry, "t/plain", "v1", busybox_image())
+    res = run_pull("--image", registry.ref("t/plain", "v1"), "--extract-to",
+                   str(tmp_path / "rootfs"), "--workdir", workdir, "--retries", "1",
+                   env={"CELL_PULL_RETRY_BASE_MS": "20"}, timeout=30)
+    assert_fails(res, 1)
+    assert registry.blob_gets() == []
+
+
+def test_registry_url_override(registry, run_pull, workdir, tmp_path):
+    push(registry, "t/url", "v1", busybox_image())
+    root = str(tmp_path / "rootfs")
+    assert_ok(run_pull("--image", "t/url:v1", "--registry-url", registry.url,
+                       "--extract-to", root, "--workdir", workdir,
+                       "--insecure-registry", registry.host))
+    assert_busybox_works(root)
 
 
 # ---------------------------------------------------------------- integrity
