@@ -481,7 +481,8 @@ static int setup(struct pull *p, const struct pull_opts *o, struct cerr *e)
 
 		buf_init(&b, AUTHFILE_MAX);
 		r = fs_read_file(o->auth_file, &b, e);
-		/* An empty config.json means "no credentials", as for Docker. */
+		/* An empty config.json means "no credentials", as for Docker.
+		 */
 		if (r == 0 && b.len)
 			r = authfile_lookup(b.data, b.len, p->ref.registry,
 					    &fuser, &fpass, e);

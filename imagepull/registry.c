@@ -57,8 +57,8 @@ struct req {
 	struct cerr *sink_e;
 	bool sink_failed;
 	bool range_checked;
-	long max_speed;      /* test seam: bytes/s, 0 = unlimited */
-	uint64_t t_start;    /* when this attempt began, for max_speed */
+	long max_speed;	  /* test seam: bytes/s, 0 = unlimited */
+	uint64_t t_start; /* when this attempt began, for max_speed */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -220,14 +220,14 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
  * loopback bursts through.) */
 static void throttle(const struct req *q)
 {
-	uint64_t due = q->t_start + q->delivered * 1000000000ull /
-					    (uint64_t)q->max_speed;
+	uint64_t due =
+	    q->t_start + q->delivered * 1000000000ull / (uint64_t)q->max_speed;
 	uint64_t now = now_ns();
 
 	if (due > now) {
 		struct timespec ts = {
-			.tv_sec = (time_t)((due - now) / 1000000000ull),
-			.tv_nsec = (long)((due - now) % 1000000000ull),
+		    .tv_sec = (time_t)((due - now) / 1000000000ull),
+		    .tv_nsec = (long)((due - now) % 1000000000ull),
 		};
 		nanosleep(&ts, NULL);
 	}
