@@ -43,6 +43,8 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
 .PHONY: all check asan lint fuzz clean tests deps
+# Keep test objects between builds (they are intermediate to pattern rules).
+.SECONDARY:
 all: $(BINS)
 
 V ?= 0
@@ -57,25 +59,28 @@ $(OUT)/obj/%.o: %.c
 
 $(COMMON_LIB): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(PULL_LIB): $(call obj,$(PULL_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(OUT)/bin/cell-pull: $(call obj,imagepull/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/tests/%: $(call obj,tests/unit/%.c) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # Fuzz harnesses: the same file linked with a replay main (runs in every
 # `make check`) or, with clang, with libFuzzer.
 $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC)
 	@mkdir -p $(dir $@)

@@ -616,10 +616,11 @@ static int apply_file(struct unpacker *u, struct archive_entry *ent, int pfd,
 static int apply_dir(struct unpacker *u, struct archive_entry *ent, int pfd,
 		     const char *base)
 {
+	mode_t perm = archive_entry_perm(ent) & 0777;
 	cleanup_close int fd = -1;
 	struct stat st;
 
-	if (mkdirat(pfd, base, 0700) < 0) {
+	if (mkdirat(pfd, base, perm) < 0) {
 		if (errno != EEXIST)
 			return cerr_sys(u->e, "mkdir");
 		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -627,7 +628,7 @@ static int apply_dir(struct unpacker *u, struct archive_entry *ent, int pfd,
 		if (!S_ISDIR(st.st_mode)) {
 			if (clear_slot(u, pfd, base, u->name) < 0)
 				return -1;
-			if (mkdirat(pfd, base, 0700) < 0)
+			if (mkdirat(pfd, base, perm) < 0)
 				return cerr_sys(u->e, "mkdir");
 		}
 	}

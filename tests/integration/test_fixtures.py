@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import hashlib
 import io
 import json
 import os
@@ -19,7 +18,6 @@ import socket
 import stat
 import subprocess
 import tarfile
-import threading
 import time
 
 import pytest
@@ -29,7 +27,7 @@ import images as im
 from images import (Dir, File, Hardlink, Image, Index, Layer, Opaque, Raw, Symlink,
                     Whiteout, CharDev, BlockDev, Fifo, busybox_layer, platform_image,
                     push, pusher_for, sha256_digest, tree_listing)
-from registry import Registry, skopeo_copy_to_oci, umoci_raw_unpack
+from registry import skopeo_copy_to_oci, umoci_raw_unpack
 import pki
 from tokenserver import TokenServer
 
@@ -215,9 +213,11 @@ def test_registry_stop_cuts_a_blob_mid_stream(registry):
     url = f"{registry.url}/v2/fx/cut/blobs/{digest}"
     got = 0
     # A slow reader: the registry blocks on the socket once buffers fill.
-    with socket.create_connection(("127.0.0.1", registry.port), timeout=10) as s:
-        s.sendall(f"GET /v2/fx/cut/blobs/{digest} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.settimeout(10)
+        s.connect(("127.0.0.1", registry.port))
+        s.sendall(f"GET /v2/fx/cut/blobs/{digest} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         got += len(s.recv(65536))
         registry.stop()
         time.sleep(0.2)

@@ -4,7 +4,8 @@
 a free port, a private storage directory and a generated config, waits until
 ``GET /v2/`` answers, and can be stopped and started again on the same port
 with the same storage (to cut a client off in the middle of a blob). The
-process runs in its own process group and is always killed by ``close()``.
+process runs in its own process group and is always killed by ``close()``
+(and at interpreter exit; PR_SET_PDEATHSIG kills it if the test process dies).
 
 Authentication (optional, one of):
   * ``htpasswd={"user": "password"}``: the registry's ``auth: htpasswd``
@@ -31,6 +32,8 @@ A request whose response was cut by killing the registry is never logged
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import hashlib
 import json
 import os
@@ -56,6 +59,27 @@ _ACCESS_RE = re.compile(
 )
 _BLOB_RE = re.compile(r"^/v2/(?P<name>.+)/blobs/(?P<digest>sha256:[0-9a-f]{64})$")
 _MANIFEST_RE = re.compile(r"^/v2/(?P<name>.+)/manifests/(?P<ref>[^/]+)$")
+
+
+_live: "set[Registry]" = set()
+
+
+def _kill_all() -> None:
+    for r in list(_live):
+        r.close()
+
+
+atexit.register(_kill_all)
+
+
+def _child_setup() -> None:
+    """In the child: die with the parent (PR_SET_PDEATHSIG = 1). Note that
+    this follows the *thread* that started the registry: call start() from a
+    thread that lives as long as the test (normally the main thread)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except Exception:
+        pass
 
 
 def free_port() -> int:
@@ -230,11 +254,13 @@ class Registry:
                 self.proc = subprocess.Popen(
                     [REGISTRY_BIN, "serve", self.config_path],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    start_new_session=True, cwd=self.basedir)
+                    start_new_session=True, cwd=self.basedir,
+                    preexec_fn=_child_setup)
             finally:
                 out.close()
                 err.close()
             self.starts += 1
+            _live.add(self)
             try:
                 self._wait_ready(deadline)
                 return
@@ -281,6 +307,7 @@ class Registry:
                 pass
             self.proc.wait(timeout=10)
         self.proc = None
+        _live.discard(self)
 
     def stop(self, graceful: bool = False) -> None:
         """Stop the registry. Default SIGKILL: open connections are cut at once."""
