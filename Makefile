@@ -21,19 +21,23 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 CFLAGS ?= -O2 -g
 SAN ?=
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
-	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull $(PKG_CFLAGS) \
+	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
+	$(PKG_CFLAGS) \
 	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
 ALL_LDFLAGS := $(LDFLAGS) $(SAN)
 
 # Each component is a library plus a thin main.c.
 COMMON_SRC := $(wildcard common/*.c)
 PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
+CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
-LIBS := $(PULL_LIB) $(COMMON_LIB)
+CINIT_LIB := $(OUT)/lib/libcloudinit.a
+LIBS := $(PULL_LIB) $(CINIT_LIB) $(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
+BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
@@ -44,7 +48,7 @@ obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
 .PHONY: all check asan lint fuzz clean tests deps
 # Keep test objects between builds (they are intermediate to pattern rules).
-.SECONDARY:
+.SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
 
 V ?= 0
@@ -65,6 +69,15 @@ $(PULL_LIB): $(call obj,$(PULL_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(CINIT_LIB): $(call obj,$(CINIT_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(OUT)/bin/cell-cloudinit: $(call obj,cloudinit/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 $(OUT)/bin/cell-pull: $(call obj,imagepull/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -82,10 +95,10 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC)
+$(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull $(PKG_CFLAGS) \
+		-Icommon -Iimagepull -Icloudinit $(PKG_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)
