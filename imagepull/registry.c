@@ -626,63 +626,50 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 
 /* ---- public calls ---- */
 
+/* Run a registry request for q->url and release it; what/ref name it in an
+ * error ("blob sha256:…: HTTP 404"). */
+static int run_req(struct registry *r, struct req *q, const char *what,
+		   const char *ref, char **content_type, struct cerr *e)
+{
+	int ret;
+
+	q->sink_e = e;
+	ret = request(r, q, true, NULL, e);
+	if (ret == 0 && content_type)
+		*content_type = q->ctype ? xstrdup(q->ctype) : NULL;
+	if (ret < 0)
+		cerr_prefix(e, "%s %s", what, ref);
+	free(q->url);
+	req_reset(q);
+	buf_free(&q->errbody);
+	return ret;
+}
+
 int registry_get_manifest(struct registry *r, const char *reference,
 			  struct buf *body, char **content_type, struct cerr *e)
 {
-	struct req q = {0};
-	int ret;
+	struct req q = {.accept = MT_ACCEPT, .body = body};
 
 	q.url = xasprintf("%s/v2/%s/manifests/%s", r->base, r->repository,
 			  reference);
-	q.accept = MT_ACCEPT;
-	q.body = body;
-	q.sink_e = e;
-	ret = request(r, &q, true, NULL, e);
-	if (ret == 0 && content_type)
-		*content_type = q.ctype ? xstrdup(q.ctype) : NULL;
-	if (ret < 0)
-		cerr_prefix(e, "manifest %s", reference);
-	free(q.url);
-	req_reset(&q);
-	buf_free(&q.errbody);
-	return ret;
+	return run_req(r, &q, "manifest", reference, content_type, e);
 }
 
 int registry_get_blob(struct registry *r, const char *digest, struct buf *body,
 		      struct cerr *e)
 {
-	struct req q = {0};
-	int ret;
+	struct req q = {.body = body};
 
 	q.url = xasprintf("%s/v2/%s/blobs/%s", r->base, r->repository, digest);
-	q.body = body;
-	q.sink_e = e;
-	ret = request(r, &q, true, NULL, e);
-	if (ret < 0)
-		cerr_prefix(e, "blob %s", digest);
-	free(q.url);
-	req_reset(&q);
-	buf_free(&q.errbody);
-	return ret;
+	return run_req(r, &q, "blob", digest, NULL, e);
 }
 
 int registry_stream_blob(struct registry *r, const char *digest,
 			 uint64_t offset, blob_sink_fn sink, void *arg,
 			 struct cerr *e)
 {
-	struct req q = {0};
-	int ret;
+	struct req q = {.sink = sink, .sink_arg = arg, .range_from = offset};
 
 	q.url = xasprintf("%s/v2/%s/blobs/%s", r->base, r->repository, digest);
-	q.sink = sink;
-	q.sink_arg = arg;
-	q.sink_e = e;
-	q.range_from = offset;
-	ret = request(r, &q, true, NULL, e);
-	if (ret < 0)
-		cerr_prefix(e, "blob %s", digest);
-	free(q.url);
-	req_reset(&q);
-	buf_free(&q.errbody);
-	return ret;
+	return run_req(r, &q, "blob", digest, NULL, e);
 }
