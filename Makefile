@@ -12,7 +12,8 @@ OUT ?= build
 CC ?= cc
 PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lpthread
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lcivetweb \
+	-lcap -lpthread
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation \
@@ -22,7 +23,7 @@ CFLAGS ?= -O2 -g
 SAN ?=
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	$(PKG_CFLAGS) \
+	-Iagent $(PKG_CFLAGS) \
 	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
 ALL_LDFLAGS := $(LDFLAGS) $(SAN)
 
@@ -30,14 +31,18 @@ ALL_LDFLAGS := $(LDFLAGS) $(SAN)
 COMMON_SRC := $(wildcard common/*.c)
 PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
 CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
+AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c,$(wildcard agent/*.c))
 
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
 CINIT_LIB := $(OUT)/lib/libcloudinit.a
-LIBS := $(PULL_LIB) $(CINIT_LIB) $(COMMON_LIB)
+AGENT_LIB := $(OUT)/lib/libagent.a
+LIBS := $(AGENT_LIB) $(PULL_LIB) $(CINIT_LIB) $(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
 BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
+BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
+BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
@@ -73,6 +78,20 @@ $(CINIT_LIB): $(call obj,$(CINIT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(AGENT_LIB): $(call obj,$(AGENT_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(OUT)/bin/cell-monitor: $(call obj,agent/monitor-main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 $(OUT)/bin/cell-cloudinit: $(call obj,cloudinit/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -95,10 +114,11 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC)
+$(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
+		$(AGENT_SRC)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit $(PKG_CFLAGS) \
+		-Icommon -Iimagepull -Icloudinit -Iagent $(PKG_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)

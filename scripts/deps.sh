@@ -10,10 +10,10 @@ PKGS=(
 	# build
 	build-essential pkg-config clang clang-format
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
-	libisal-dev libzstd-dev zlib1g-dev libyaml-dev
+	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcivetweb-dev libcap-dev
 	# tests: real parts
 	docker-registry apache2-utils busybox-static skopeo umoci runc
-	python3-pytest python3-requests python3-cryptography
+	python3-pytest python3-requests python3-cryptography python3-websocket
 	zstd attr curl jq iproute2 util-linux kmod e2fsprogs time procps
 	ca-certificates
 )

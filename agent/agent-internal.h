@@ -1,0 +1,178 @@
+/* cell-agent's internal contract: the typed pod spec (WIRE.md's
+ * PodParameters), the status it reports (PodStatusReply), and the interfaces
+ * between the agent's modules. Only wire.c touches JSON for these; the rest
+ * of the agent sees the structs below. */
+#ifndef CELL_AGENT_INTERNAL_H
+#define CELL_AGENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "err.h"
+
+#define UPDATEPOD_MAX (8u << 20) /* request body cap */
+
+/* ---- the pod spec (wire.c parses PodParameters into this) ---- */
+
+enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
+enum ns_mode { NS_POD = 0, NS_CONTAINER = 1, NS_NODE = 2 };
+enum probe_kind { PROBE_NONE, PROBE_EXEC, PROBE_HTTP, PROBE_TCP };
+
+struct kv {
+	char *name;
+	char *value;
+};
+
+struct env_var {
+	char *name;
+	char *value;          /* literal, may be NULL */
+	char *secret_name;    /* valueFrom.secretKeyRef, or NULL */
+	char *secret_key;
+};
+
+struct volume_mount {
+	char *name;
+	char *mount_path;
+	char *sub_path;       /* NULL when unset */
+	bool read_only;
+};
+
+struct port {
+	char *name;
+	int container_port;
+	int host_port;        /* 0 = none */
+	char *protocol;       /* "TCP", "UDP", "SCTP" */
+	char *host_ip;
+};
+
+struct probe {
+	enum probe_kind kind;
+	char **exec_command;  /* PROBE_EXEC */
+	char *path, *host, *scheme; /* PROBE_HTTP (scheme "HTTP"/"HTTPS") */
+	struct kv *http_headers;
+	size_t n_http_headers;
+	int port;             /* resolved number, or 0 when port_name is set */
+	char *port_name;      /* a named port of the unit */
+	/* Kubernetes defaults applied where the wire says 0. */
+	int initial_delay_s, timeout_s, period_s, success_threshold,
+		failure_threshold;
+};
+
+struct unit_spec {
+	char *name;
+	char *image;
+	char **command;       /* NULL: the image's Entrypoint */
+	char **args;          /* NULL: the image's Cmd (when command is NULL) */
+	struct env_var *env;
+	size_t n_env;
+	struct volume_mount *mounts;
+	size_t n_mounts;
+	struct port *ports;
+	size_t n_ports;
+	char *working_dir;
+	char **caps_add, **caps_drop; /* "NET_ADMIN" or "CAP_NET_ADMIN" */
+	bool has_run_as_user, has_run_as_group;
+	int64_t run_as_user, run_as_group;
+	struct probe liveness, readiness, startup;
+	char *termination_message_path;   /* default /dev/termination-log */
+	char *termination_message_policy; /* "File" | "FallbackToLogsOnError" */
+	/* A canonical serialization of every field: two units are "the same"
+	 * exactly when these are equal (a change restarts the unit). */
+	char *fingerprint;
+};
+
+enum volume_kind {
+	VOL_EMPTY_DIR, VOL_PACKAGE_PATH, VOL_CONFIG_MAP, VOL_SECRET,
+	VOL_HOST_PATH, VOL_PROJECTED,
+};
+
+struct volume {
+	char *name;
+	enum volume_kind kind;
+	bool memory;          /* emptyDir medium "Memory" */
+	int64_t size_limit;   /* bytes; 0 = none */
+	char *path;           /* packagePath.path or hostPath.path */
+	char *host_path_type;
+	int default_mode;     /* -1 when unset */
+};
+
+struct pod_spec {
+	char *pod_name;       /* "<namespace>_<name>" */
+	char *node_name, *pod_ip, *pod_hostname;
+	char *phase;
+	enum restart_policy restart_policy;
+	struct unit_spec *units, *init_units;
+	size_t n_units, n_init_units;
+	struct volume *volumes;
+	size_t n_volumes;
+	enum ns_mode ns_network, ns_pid, ns_ipc;
+	bool has_run_as_user, has_run_as_group;
+	int64_t run_as_user, run_as_group;
+	int64_t *supplemental_groups;
+	size_t n_supplemental_groups;
+	struct kv *sysctls;
+	size_t n_sysctls;
+	char *hostname, *subdomain;
+	int64_t termination_grace_s; /* default 30 */
+	/* secrets: name → key → bytes (decoded from base64) */
+	struct secret {
+		char *name;
+		struct kv *items; /* value holds raw bytes; see item_len */
+		size_t *item_len;
+		size_t n_items;
+	} *secrets;
+	size_t n_secrets;
+	/* credentials: registry host → basic credentials */
+	struct credential {
+		char *host, *username, *password;
+	} *credentials;
+	size_t n_credentials;
+	struct kv *annotations; /* only pod.elotl.co/* kept */
+	size_t n_annotations;
+};
+
+/* Parse a PodParameters body. Unknown fields are ignored; a wrong type or a
+ * missing required field is EINVAL with a message naming the field
+ * ("spec.units[1].ports[0].containerPort: not an integer"). */
+int wire_parse_pod(const char *buf, size_t len, struct pod_spec *out,
+		   struct cerr *e);
+void pod_spec_free(struct pod_spec *p);
+
+/* ---- status (wire.c serializes PodStatusReply from this) ---- */
+
+enum unit_state_kind { STATE_NONE, STATE_WAITING, STATE_RUNNING,
+		       STATE_TERMINATED };
+
+struct unit_state {
+	enum unit_state_kind kind;
+	char *reason;          /* waiting/terminated */
+	char *message;         /* terminated */
+	bool start_failure;    /* waiting */
+	int exit_code;         /* terminated: 128+N for signal N */
+	int64_t started_at_ns; /* wall clock, 0 = null */
+	int64_t finished_at_ns;
+};
+
+struct unit_status {
+	char *name, *image;
+	bool ready;
+	int started;           /* -1 null, 0 false, 1 true */
+	int restart_count;
+	struct unit_state state, last_state;
+};
+
+struct pod_status {
+	struct unit_status *units, *init_units;
+	size_t n_units, n_init_units;
+	struct kv *usage;      /* resourceUsage: name → decimal number text */
+	size_t n_usage;
+	char *pod_ip;
+};
+
+/* The JSON text of a PodStatusReply (caller frees). */
+char *wire_status_json(const struct pod_status *s);
+
+#endif
