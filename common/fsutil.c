@@ -51,6 +51,28 @@ int fs_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int fs_pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = ENOSPC;
+			return -1;
+		}
+		p += n;
+		off += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		    struct cerr *e)
 {

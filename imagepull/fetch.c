@@ -73,7 +73,7 @@ static int spool_sink(void *arg, const void *p, size_t n, struct cerr *e)
 				"blob is larger than the %lld bytes the "
 				"manifest says",
 				(long long)b->desc->size);
-	if (pwrite(b->wfd, p, n, (off_t)b->written) != (ssize_t)n)
+	if (fs_pwrite_all(b->wfd, p, n, (off_t)b->written) < 0)
 		return cerr_sys(e, "write spool");
 	hasher_update(&b->hash, p, n);
 	b->written += n;

@@ -608,6 +608,14 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 		retry = c == CURLE_OK ? (q->status >= 500 || q->status == 429)
 				      : curl_retryable(c);
 		if (!retry || attempt >= r->retries) {
+			if (c == CURLE_SSL_CONNECT_ERROR &&
+			    strstr(cmsg, "wrong version number"))
+				return cerr_set(e, EPROTO,
+						"%s: TLS handshake failed; the "
+						"registry seems to speak plain "
+						"HTTP (allow that with "
+						"--insecure-registry HOST)",
+						cmsg);
 			if (c != CURLE_OK)
 				return cerr_set(e,
 						c == CURLE_COULDNT_CONNECT
