@@ -130,7 +130,7 @@ struct pod_spec {
 		char *host, *username, *password;
 	} *credentials;
 	size_t n_credentials;
-	struct kv *annotations; /* only pod.elotl.co/* kept */
+	struct kv *annotations; /* only "pod.elotl.co/" keys kept */
 	size_t n_annotations;
 };
 

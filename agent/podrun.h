@@ -1,0 +1,57 @@
+/* The pure decisions of running a pod, kept apart from the machinery so they
+ * can be tested one by one: Kubernetes command/args semantics, environment
+ * merging, user and group resolution against the image's own /etc files,
+ * capability sets, restart policy and back-off. */
+#ifndef CELL_PODRUN_H
+#define CELL_PODRUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent-internal.h"
+#include "err.h"
+#include "pull.h"
+
+/* argv per Kubernetes: command replaces Entrypoint (and drops Cmd), args
+ * replace Cmd; $(VAR) in the unit's command and args expands from env (the
+ * result of podrun_env). EINVAL when the result is empty. */
+char **podrun_argv(const struct unit_spec *u, const struct image_config *img,
+		   char *const *env, struct cerr *e);
+
+/* The environment: the image's Env, overridden and extended in order by the
+ * unit's env; secretKeyRef values come from the pod's secrets (ENOENT when a
+ * secret or key is missing). PATH gets a default when neither sets it. */
+char **podrun_env(const struct unit_spec *u, const struct pod_spec *pod,
+		  const struct image_config *img, struct cerr *e);
+
+struct podrun_user {
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups; /* supplementary, from /etc/group and the pod spec */
+	size_t n_groups;
+	char *home; /* from /etc/passwd, "/" when unknown */
+};
+
+/* Resolve who the unit runs as: the image's User ("name", "uid",
+ * "name:group", "uid:gid"), overridden by runAsUser/runAsGroup of the unit,
+ * then of the pod; names are looked up in the rootfs' /etc/passwd and
+ * /etc/group (read beneath rootfd, never the host's). */
+int podrun_user(const struct unit_spec *u, const struct pod_spec *pod,
+		const struct image_config *img, int rootfd,
+		struct podrun_user *out, struct cerr *e);
+void podrun_user_free(struct podrun_user *u);
+
+/* The capability names ("CAP_CHOWN", …) the unit gets: the default set,
+ * then drop (with "ALL"), then add (with "ALL"). EINVAL for an unknown
+ * name. */
+char **podrun_caps(const struct unit_spec *u, struct cerr *e);
+
+/* Whether a unit that ended with exit_code restarts under the policy. */
+bool podrun_should_restart(enum restart_policy p, int exit_code);
+
+/* Back-off before restart number n (1-based): 10 s doubling to 5 min,
+ * in seconds. */
+unsigned podrun_backoff_s(int n);
+
+#endif

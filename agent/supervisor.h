@@ -1,0 +1,39 @@
+/* The supervisor: the one owner of pod state. The API threads hand it work
+ * and read snapshots; it runs the pod (images, volumes, units, restarts,
+ * probes) in its own thread and keeps the state directory up to date. */
+#ifndef CELL_SUPERVISOR_H
+#define CELL_SUPERVISOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+struct supervisor;
+
+struct sup_opts {
+	const char *state_dir;   /* source of truth; survives restarts */
+	const char *image_cache; /* cell-pull workdir */
+	const char *monitor_bin; /* path of cell-monitor */
+	const char *const *insecure_registries;
+	const char *packages_dir; /* deploy packages: <dir>/<name>/ */
+};
+
+/* Load state from state_dir (re-adopting running units) and start the
+ * supervisor thread. */
+int sup_start(const struct sup_opts *o, struct supervisor **out,
+	      struct cerr *e);
+void sup_stop(struct supervisor *s);
+
+/* Queue a PodParameters body; newest wins. EINVAL (with a reason) when the
+ * body does not parse; the caller answers 400 then. */
+int sup_update_pod(struct supervisor *s, const char *body, size_t len,
+		   struct cerr *e);
+/* A PodStatusReply JSON text (caller frees). */
+char *sup_status_json(struct supervisor *s);
+/* The log file of a unit's current run ("" = the first unit) and, when
+ * previous is set, of its previous run; NULL with ENOENT when unknown. */
+char *sup_log_path(struct supervisor *s, const char *unit, bool previous,
+		   struct cerr *e);
+
+#endif

@@ -1,0 +1,223 @@
+/* Unit tests of the pure pod-running decisions (agent/podrun.c). */
+/* The fixtures build spec structs from string literals. */
+#pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/tap.h"
+#include "fsutil.h"
+#include "podrun.h"
+#include "util.h"
+
+static char *joined(char **v)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	for (size_t i = 0; v && v[i]; i++) {
+		if (i)
+			buf_append(&b, "|", 1, NULL);
+		buf_append(&b, v[i], strlen(v[i]), NULL);
+	}
+	return buf_steal(&b, NULL);
+}
+
+static void check_argv(char **cmd, char **args, const char *want,
+		       const char *what)
+{
+	char *ep[] = {"/entry", "-x", NULL}, *cm[] = {"default", NULL};
+	char *env[] = {"A=1", "B=two", NULL};
+	struct image_config img = {.entrypoint = ep, .cmd = cm};
+	struct unit_spec u = {.name = "u", .command = cmd, .args = args};
+	struct cerr e = {0};
+	char **argv = podrun_argv(&u, &img, env, &e);
+	char *got = joined(argv);
+
+	is_str(got, want, "argv: %s", what);
+	free(got);
+	strv_free(argv);
+}
+
+static void test_argv(void)
+{
+	char *cmd[] = {"/bin/sh", "-c", "echo $(A)", NULL};
+	char *args[] = {"$(B)", "$$(A)", "$(NOPE)", NULL};
+	struct image_config none = {0};
+	struct unit_spec u = {.name = "u"};
+	struct cerr e = {0};
+
+	check_argv(NULL, NULL, "/entry|-x|default", "image entrypoint + cmd");
+	check_argv(cmd, NULL, "/bin/sh|-c|echo 1", "command drops image cmd");
+	check_argv(NULL, args, "/entry|-x|two|$(A)|$(NOPE)",
+		   "args replace cmd; $$ escapes; unknown stays");
+	check_argv(cmd, args, "/bin/sh|-c|echo 1|two|$(A)|$(NOPE)",
+		   "command and args");
+	ok(podrun_argv(&u, &none, NULL, &e) == NULL && e.code == EINVAL,
+	   "no command at all is an error (%s)", e.msg);
+}
+
+static void test_env(void)
+{
+	char *img_env[] = {"PATH=/img/bin", "A=img", NULL};
+	struct image_config img = {.env = img_env};
+	struct kv item = {.name = "k", .value = "s3cr3t"};
+	size_t item_len = 6;
+	struct secret sec = {
+	    .name = "db", .items = &item, .item_len = &item_len, .n_items = 1};
+	struct pod_spec pod = {.secrets = &sec, .n_secrets = 1};
+	struct env_var ev[] = {
+	    {.name = "A", .value = "unit"},
+	    {.name = "C", .value = "$(A)-$(PATH)"},
+	    {.name = "S", .secret_name = "db", .secret_key = "k"},
+	};
+	struct unit_spec u = {.name = "u", .env = ev, .n_env = 3};
+	struct cerr e = {0};
+	char **env = podrun_env(&u, &pod, &img, &e);
+	char *got = joined(env);
+
+	is_str(got, "PATH=/img/bin|A=img|A=unit|C=unit-/img/bin|S=s3cr3t",
+	       "env: image then unit, refs expanded, secret resolved");
+	free(got);
+	strv_free(env);
+	ev[2].secret_key = "missing";
+	ok(podrun_env(&u, &pod, &img, &e) == NULL && e.code == ENOENT,
+	   "missing secret key is an error (%s)", e.msg);
+	u.n_env = 0;
+	img.env = NULL;
+	env = podrun_env(&u, &pod, &img, &e);
+	ok(env && env[0] && str_has_prefix(env[0], "PATH=/usr/local/sbin"),
+	   "a default PATH");
+	strv_free(env);
+}
+
+static void write_str(const char *path, const char *s)
+{
+	struct cerr e = {0};
+	fs_write_atomic(path, s, strlen(s), 0644, &e);
+}
+
+static int make_root(char *dir)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/etc", dir);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/etc/passwd", dir);
+	write_str(path, "root:x:0:0:root:/root:/bin/sh\n"
+			"app:x:1000:1001:App:/home/app:/bin/sh\n"
+			"nobody:x:65534:65534::/nonexistent:/bin/false\n");
+	snprintf(path, sizeof(path), "%s/etc/group", dir);
+	write_str(path, "root:x:0:\nappgrp:x:1001:\nwheel:x:10:app,other\n"
+			"video:x:44:app\nstaff:x:50:\n");
+	return open(dir, O_PATH | O_DIRECTORY);
+}
+
+static void test_user(void)
+{
+	char tmpl[] = "/tmp/podrun-XXXXXX";
+	char *dir = mkdtemp(tmpl);
+	int root = make_root(dir);
+	struct image_config img = {0};
+	struct unit_spec u = {.name = "u"};
+	struct pod_spec pod = {0};
+	struct podrun_user r;
+	struct cerr e = {0};
+	int64_t supp[] = {2000};
+
+	img.user = "app";
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.uid == 1000 &&
+	       r.gid == 1001 && !strcmp(r.home, "/home/app") && r.n_groups == 2,
+	   "named user: uid, primary gid, home, member groups");
+	podrun_user_free(&r);
+	img.user = "app:staff";
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.gid == 50,
+	   "user:group by name");
+	podrun_user_free(&r);
+	img.user = "4242:4343";
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.uid == 4242 &&
+	       r.gid == 4343 && !strcmp(r.home, "/"),
+	   "numeric user not in passwd");
+	podrun_user_free(&r);
+	img.user = "ghost";
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) < 0 && e.code == ENOENT,
+	   "unknown user name is an error (%s)", e.msg);
+	img.user = NULL;
+	u.has_run_as_user = true;
+	u.run_as_user = 65534;
+	pod.supplemental_groups = supp;
+	pod.n_supplemental_groups = 1;
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.uid == 65534 &&
+	       r.gid == 65534 && r.n_groups == 1 && r.groups[0] == 2000,
+	   "runAsUser takes the passwd gid; supplementalGroups added");
+	podrun_user_free(&r);
+	pod.has_run_as_group = true;
+	pod.run_as_group = 7;
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.gid == 7,
+	   "pod runAsGroup");
+	podrun_user_free(&r);
+	close(root);
+	fs_rm_rf(dir, &e);
+}
+
+static void test_caps(void)
+{
+	char *drop[] = {"NET_RAW", "cap_mknod", NULL},
+	     *add[] = {"NET_ADMIN", NULL};
+	char *all[] = {"ALL", NULL}, *bad[] = {"FLY", NULL};
+	struct unit_spec u = {.name = "u"};
+	struct cerr e = {0};
+	char **c = podrun_caps(&u, &e);
+	char *got = joined(c);
+
+	ok(c && strv_len(c) == 14, "default set has 14 capabilities");
+	ok(strstr(got, "CAP_CHOWN") && strstr(got, "CAP_NET_RAW") &&
+	       !strstr(got, "CAP_SYS_ADMIN"),
+	   "default set: %s", got);
+	free(got);
+	strv_free(c);
+	u.caps_drop = drop;
+	u.caps_add = add;
+	c = podrun_caps(&u, &e);
+	got = joined(c);
+	ok(!strstr(got, "CAP_NET_RAW") && !strstr(got, "CAP_MKNOD") &&
+	       strstr(got, "CAP_NET_ADMIN"),
+	   "drop and add: %s", got);
+	free(got);
+	strv_free(c);
+	u.caps_drop = all;
+	u.caps_add = NULL;
+	c = podrun_caps(&u, &e);
+	ok(c && strv_len(c) == 0, "drop ALL leaves nothing");
+	strv_free(c);
+	u.caps_add = bad;
+	ok(podrun_caps(&u, &e) == NULL && e.code == EINVAL,
+	   "unknown capability refused (%s)", e.msg);
+}
+
+static void test_restart(void)
+{
+	ok(podrun_should_restart(RESTART_ALWAYS, 0), "Always restarts on 0");
+	ok(!podrun_should_restart(RESTART_ON_FAILURE, 0),
+	   "OnFailure keeps a success");
+	ok(podrun_should_restart(RESTART_ON_FAILURE, 137),
+	   "OnFailure restarts a failure");
+	ok(!podrun_should_restart(RESTART_NEVER, 1), "Never never restarts");
+	ok(podrun_backoff_s(1) == 10 && podrun_backoff_s(2) == 20 &&
+	       podrun_backoff_s(5) == 160 && podrun_backoff_s(6) == 300 &&
+	       podrun_backoff_s(50) == 300,
+	   "back-off 10 s doubling to 5 min");
+}
+
+int main(void)
+{
+	test_argv();
+	test_env();
+	test_user();
+	test_caps();
+	test_restart();
+	return tap_done();
+}
