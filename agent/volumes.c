@@ -1,0 +1,244 @@
+/* Pod volumes and the mounts each unit gets. A volume's contents live on
+ * the host: emptyDir under the state dir (a tmpfs for medium "Memory"),
+ * configMap/secret/projected/packagePath in the deploy package of the same
+ * name, hostPath where it says. A unit's volumeMounts become bind mounts;
+ * subPath is resolved beneath its volume and can never leave it. */
+#include "volumes.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "fsutil.h"
+#include "path.h"
+#include "util.h"
+
+static bool is_mountpoint(const char *path)
+{
+	cleanup_free char *parent = xasprintf("%s/..", path);
+	struct stat a, b;
+
+	if (stat(path, &a) < 0 || stat(parent, &b) < 0)
+		return false;
+	return a.st_dev != b.st_dev;
+}
+
+static int prepare_empty_dir(const struct volume *v, const char *dir,
+			     struct cerr *e)
+{
+	cleanup_free char *opts = NULL;
+
+	if (fs_mkdir_p(dir, 0777, e) < 0)
+		return -1;
+	/* emptyDir is world-writable, as the kubelet makes it. */
+	if (chmod(dir, 0777) < 0)
+		return cerr_sys(e, "chmod %s", dir);
+	if (!v->memory || is_mountpoint(dir))
+		return 0;
+	opts = v->size_limit > 0
+		   ? xasprintf("mode=0777,size=%lld", (long long)v->size_limit)
+		   : xstrdup("mode=0777");
+	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return cerr_sys(e, "mount tmpfs for emptyDir %s", v->name);
+	return 0;
+}
+
+/* Where a volume's contents are on the host; created when needed. */
+static char *volume_source(const struct volume *v, const struct vol_dirs *d,
+			   struct cerr *e)
+{
+	char *p;
+
+	switch (v->kind) {
+	case VOL_EMPTY_DIR:
+		p = xasprintf("%s/%s", d->volumes_dir, v->name);
+		if (prepare_empty_dir(v, p, e) < 0) {
+			free(p);
+			return NULL;
+		}
+		return p;
+	case VOL_HOST_PATH:
+		if (!v->path || v->path[0] != '/') {
+			cerr_set(e, EINVAL,
+				 "hostPath volume %s: path must be "
+				 "absolute",
+				 v->name);
+			return NULL;
+		}
+		if (v->host_path_type &&
+		    !strcmp(v->host_path_type, "DirectoryOrCreate") &&
+		    fs_mkdir_p(v->path, 0755, e) < 0)
+			return NULL;
+		return xstrdup(v->path);
+	default:
+		/* configMap, secret, projected, packagePath: the package the
+		 * controller deployed under the volume's name (an empty
+		 * directory when it sent none). */
+		p = xasprintf("%s/%s", d->packages_dir, v->name);
+		if (fs_mkdir_p(p, 0755, e) < 0) {
+			free(p);
+			return NULL;
+		}
+		return p;
+	}
+}
+
+int vol_prepare(const struct pod_spec *pod, const struct vol_dirs *d,
+		char ***sources, struct cerr *e)
+{
+	char **out = xcalloc(pod->n_volumes + 1, sizeof(char *));
+
+	if (fs_mkdir_p(d->volumes_dir, 0755, e) < 0) {
+		free(out);
+		return -1;
+	}
+	for (size_t i = 0; i < pod->n_volumes; i++) {
+		out[i] = volume_source(&pod->volumes[i], d, e);
+		if (!out[i]) {
+			cerr_prefix(e, "volume %s", pod->volumes[i].name);
+			strv_free(out);
+			return -1;
+		}
+	}
+	*sources = out;
+	return 0;
+}
+
+/* source/sub_path, resolved beneath source (created as a directory when
+ * missing, as the kubelet does). */
+static char *sub_path_source(const char *source, const char *sub,
+			     struct cerr *e)
+{
+	char clean[PATH_MAX_INPUT];
+	cleanup_close int root = -1, fd = -1;
+	char link[64], real[PATH_MAX];
+	const char *base;
+	ssize_t n;
+
+	if (path_clean(sub, clean, sizeof(clean), e) < 0)
+		return NULL;
+	root = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		cerr_sys(e, "open %s", source);
+		return NULL;
+	}
+	if (!*clean)
+		return xstrdup(source);
+	fd = path_open_beneath(root, clean, O_PATH, 0, e);
+	if (fd < 0 && e->code == ENOENT) {
+		cleanup_close int parent =
+		    path_open_parent(root, clean, true, &base, e);
+		if (parent < 0)
+			return NULL;
+		if (mkdirat(parent, base, 0755) < 0 && errno != EEXIST) {
+			cerr_sys(e, "mkdir subPath %s", sub);
+			return NULL;
+		}
+		fd = path_open_beneath(root, clean, O_PATH, 0, e);
+	}
+	if (fd < 0)
+		return NULL;
+	/* The fd's own path: what the bind mount will use, with every
+	 * symlink already resolved beneath the volume. */
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, real, sizeof(real) - 1);
+	if (n < 0) {
+		cerr_sys(e, "readlink %s", link);
+		return NULL;
+	}
+	real[n] = '\0';
+	return xstrdup(real);
+}
+
+static const struct volume *find_volume(const struct pod_spec *pod,
+					const char *name, size_t *idx)
+{
+	for (size_t i = 0; i < pod->n_volumes; i++)
+		if (!strcmp(pod->volumes[i].name, name)) {
+			*idx = i;
+			return &pod->volumes[i];
+		}
+	return NULL;
+}
+
+static void add_mount(struct unit_mounts *m, char *source, const char *target,
+		      bool ro)
+{
+	m->v = xrealloc(m->v, (m->n + 1) * sizeof(*m->v));
+	m->v[m->n].source = source;
+	m->v[m->n].target = xstrdup(target);
+	m->v[m->n].read_only = ro;
+	m->n++;
+}
+
+/* /etc/hosts and /etc/resolv.conf from the controller's packages. */
+static void add_dns_files(const struct vol_dirs *d, struct unit_mounts *m)
+{
+	static const char *const files[][2] = {
+	    {"etchosts", "/etc/hosts"},
+	    {"resolvconf", "/etc/resolv.conf"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		char *src = xasprintf("%s/%s%s", d->packages_dir, files[i][0],
+				      files[i][1]);
+		struct stat st;
+
+		if (stat(src, &st) == 0 && S_ISREG(st.st_mode))
+			add_mount(m, src, files[i][1], true);
+		else
+			free(src);
+	}
+}
+
+int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
+		    char *const *sources, const struct vol_dirs *d,
+		    struct unit_mounts *out, struct cerr *e)
+{
+	memset(out, 0, sizeof(*out));
+	add_dns_files(d, out);
+	for (size_t i = 0; i < u->n_mounts; i++) {
+		const struct volume_mount *vm = &u->mounts[i];
+		size_t idx = 0;
+		const struct volume *v = find_volume(pod, vm->name, &idx);
+		char *src;
+
+		if (!v) {
+			vol_unit_mounts_free(out);
+			return cerr_set(e, ENOENT,
+					"unit %s: volumeMount of unknown "
+					"volume %s",
+					u->name, vm->name);
+		}
+		src = vm->sub_path && *vm->sub_path
+			  ? sub_path_source(sources[idx], vm->sub_path, e)
+			  : xstrdup(sources[idx]);
+		if (!src) {
+			vol_unit_mounts_free(out);
+			return cerr_prefix(e, "unit %s: volumeMount %s",
+					   u->name, vm->name);
+		}
+		add_mount(out, src, vm->mount_path,
+			  vm->read_only || v->kind == VOL_SECRET ||
+			      v->kind == VOL_CONFIG_MAP ||
+			      v->kind == VOL_PROJECTED);
+	}
+	return 0;
+}
+
+void vol_unit_mounts_free(struct unit_mounts *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->v[i].source);
+		free(m->v[i].target);
+	}
+	free(m->v);
+	memset(m, 0, sizeof(*m));
+}
