@@ -74,6 +74,14 @@ struct pull_result {
 
 int pull_image(const struct pull_opts *o, struct pull_result *res,
 	       struct cerr *e);
+/* The registry host an image reference names, as pull_image will contact
+ * it ("registry-1.docker.io" for Docker Hub); NULL with e set when the
+ * reference is malformed. */
+char *pull_registry_of(const char *image, struct cerr *e);
+/* Do two registry names mean the same registry? Docker Hub's aliases
+ * (docker.io, index.docker.io, registry-1.docker.io, with or without a
+ * scheme or a /v1/ path) all match each other. */
+bool pull_same_registry(const char *a, const char *b);
 void pull_result_free(struct pull_result *r);
 
 /* Undo a --mount: unmount DIR (the upper layer stays in the cache). */
