@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -63,6 +64,19 @@ static bool is_mountpoint(const char *path)
 	return a.st_dev != b.st_dev || a.st_ino == b.st_ino;
 }
 
+/* A layer whose root is opaque (it had a top-level ".wh..wh..opq") hides
+ * every layer below it. overlayfs ignores the opaque xattr on a lowerdir's
+ * root, so those layers are left out of the mount instead. */
+static bool root_opaque(const struct cache *c, const char *diff_id)
+{
+	cleanup_free char *p = cache_path(c, "layers/%s", diff_id);
+	char v[2] = "";
+
+	*strrchr(p, ':') = '/';
+	return getxattr(p, "trusted.overlay.opaque", v, sizeof(v)) == 1 &&
+	       v[0] == 'y';
+}
+
 /* Build "lowerdir=top:…:bottom" with each layer once: a layer that recurs
  * only matters at its topmost position. */
 static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
@@ -84,6 +98,8 @@ static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
 		if ((out->len > 9 && buf_append(out, ":", 1, e) < 0) ||
 		    buf_append(out, s, strlen(s), e) < 0)
 			return cerr_prefix(e, "overlay mount options");
+		if (root_opaque(c, diff_ids[i]))
+			break;
 	}
 	return 0;
 }

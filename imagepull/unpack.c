@@ -45,11 +45,16 @@
 #define SYMLINK_TARGET_MAX 4096
 /* Names plus values of one entry's extended attributes. */
 #define XATTR_ENTRY_MAX (64 * 1024)
-/* The path pool (every path this layer created, for opaque directories,
- * plus the directories whose times are set at the end) is capped so that a
- * layer of millions of tiny entries cannot exhaust memory. */
-#define POOL_MAX (256u << 20)
+/* Bookkeeping grows with the entries of a layer (every path it created,
+ * for opaque directories, and the directories whose times are set at the
+ * end), and a compressed layer of millions of tiny entries is cheap to
+ * send: both are capped, at about 300 MiB of memory in all. */
+#define POOL_MAX (128u << 20)
+#define PATHS_MAX (1u << 21)
+/* Opaque directories in FLAT form walk what is on disk; a layer cannot make
+ * that walk deeper, or longer in all, than this. */
 #define PRUNE_DEPTH_MAX 512
+#define PRUNE_VISITS_MAX (16u << 20)
 /* How much of an entry name goes into an error message. */
 #define MSG_NAME_MAX 240
 
@@ -85,8 +90,7 @@ struct pathset {
 
 struct dirtime {
 	size_t off; /* path in the pool */
-	unsigned depth;
-	size_t seq;
+	uint32_t depth, seq;
 	struct timespec ts[2];
 };
 
@@ -100,13 +104,15 @@ struct unpacker {
 	/* The cached parent directory: ppath (plen bytes) is open as pfd. */
 	int pfd;
 	size_t plen;
+	bool stale; /* see cache_stale */
 	char ppath[PATH_MAX_INPUT];
 	char name[PATH_MAX_INPUT];    /* the current entry, cleaned */
-	char scratch[PATH_MAX_INPUT]; /* hardlink target, whiteout victim */
+	char scratch[PATH_MAX_INPUT]; /* hardlink target, opaque walk */
 	struct strpool pool;
 	struct pathset made; /* FLAT: every path this layer created so far */
 	struct dirtime *dt;
 	size_t ndt, capdt;
+	size_t prune_visits;
 };
 
 /* ---- hashing and the path set ---- */
@@ -243,6 +249,10 @@ static int set_add(struct unpacker *u, const char *p, size_t n, size_t *off)
 		struct pslot *sl;
 		const char *slash;
 
+		if (u->made.n >= PATHS_MAX)
+			return cerr_set(u->e, ENOMEM,
+					"layer has more than %u entries",
+					PATHS_MAX);
 		if (2 * (u->made.n + 1) > u->made.cap)
 			set_grow(&u->made);
 		h = siphash13(u->made.key, p, n);
@@ -282,18 +292,18 @@ static void cache_set(struct unpacker *u, int fd, const char *dir, size_t n)
 	u->ppath[n] = '\0';
 	u->pfd = fd;
 	u->plen = n;
+	u->stale = false;
 }
 
-/* Path p (n bytes) is about to be removed or replaced: forget the cached
- * directory if it is p (when self) or lies beneath p, since the string would
- * no longer name what the fd holds. */
-static void cache_forget_under(struct unpacker *u, const char *p, size_t n,
-			       bool self)
+/* Something beneath the root is about to be removed or replaced. The
+ * cached path may have been resolved through any symlink or directory, so
+ * the cache no longer proves where its string leads: stop using it. The fd
+ * stays open because the current entry may hold it as its parent (which
+ * the removal of one of its children does not change); the next get_parent
+ * replaces it. */
+static void cache_stale(struct unpacker *u)
 {
-	if (u->pfd < 0 || u->plen < n || memcmp(u->ppath, p, n))
-		return;
-	if (n == 0 || (u->plen == n ? self : u->ppath[n] == '/'))
-		cache_drop(u);
+	u->stale = true;
 }
 
 /* One component below an open directory, never following a symlink: a
@@ -322,10 +332,11 @@ static int get_parent(struct unpacker *u, bool mkdirs, const char **base)
 	*base = slash ? slash + 1 : name;
 	if (!dlen)
 		return u->rootfd;
-	if (u->pfd >= 0 && u->plen == dlen && !memcmp(u->ppath, name, dlen))
+	if (u->pfd >= 0 && !u->stale && u->plen == dlen &&
+	    !memcmp(u->ppath, name, dlen))
 		return u->pfd;
-	if (u->pfd >= 0 && u->plen < dlen && name[u->plen] == '/' &&
-	    !memcmp(u->ppath, name, u->plen)) {
+	if (u->pfd >= 0 && !u->stale && u->plen < dlen &&
+	    name[u->plen] == '/' && !memcmp(u->ppath, name, u->plen)) {
 		from = u->pfd;
 		flen = u->plen + 1;
 	} else if (!memchr(name, '/', dlen)) {
@@ -355,12 +366,11 @@ static bool parent_missing(struct unpacker *u)
 	return true;
 }
 
-/* Something is in the way of a new entry at path (base in pfd): remove it,
- * a whole tree if it is a directory. */
-static int clear_slot(struct unpacker *u, int pfd, const char *base,
-		      const char *path)
+/* Something is in the way of a new entry (base in pfd): remove it, a whole
+ * tree if it is a directory. Trying unlink first spares a stat. */
+static int clear_slot(struct unpacker *u, int pfd, const char *base)
 {
-	cache_forget_under(u, path, strlen(path), true);
+	cache_stale(u);
 	if (unlinkat(pfd, base, 0) == 0 || errno == ENOENT)
 		return 0;
 	if (errno != EISDIR)
@@ -521,22 +531,6 @@ static int set_meta_at(struct unpacker *u, struct archive_entry *ent, int pfd,
 
 /* ---- entry types ---- */
 
-static int pwrite_all(int fd, const char *p, size_t n, off_t off)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
 
 static int archive_fail(struct archive *a, struct cerr *e, const char *what)
 {
@@ -564,7 +558,7 @@ static int write_data(struct unpacker *u, struct archive_entry *ent, int fd)
 			return archive_fail(u->a, u->e, "read data");
 		if (off < 0)
 			return cerr_set(u->e, EINVAL, "negative data offset");
-		if (len && pwrite_all(fd, buf, len, (off_t)off) < 0)
+		if (len && fs_pwrite_all(fd, buf, len, (off_t)off) < 0)
 			return cerr_sys(u->e, "write");
 		u->st.bytes += len;
 		if (off + (la_int64_t)len > end)
@@ -597,7 +591,7 @@ static int apply_file(struct unpacker *u, struct archive_entry *ent, int pfd,
 	struct timespec ts[2];
 
 	if (fd < 0 && errno == EEXIST) {
-		if (clear_slot(u, pfd, base, u->name) < 0)
+		if (clear_slot(u, pfd, base) < 0)
 			return -1;
 		fd = openat(pfd, base, fl, perm);
 	}
@@ -612,12 +606,16 @@ static int apply_file(struct unpacker *u, struct archive_entry *ent, int pfd,
 }
 
 /* A directory that exists stays (with its contents); only its metadata
- * changes. Its times are set at the end of the layer. */
+ * changes. Its times are set at the end of the layer. In OVERLAY form, a
+ * directory that replaces this layer's whiteout of the same name must hide
+ * the lower directory as the whiteout did: it is made opaque, which is what
+ * FLAT's "delete, then create afresh" amounts to. */
 static int apply_dir(struct unpacker *u, struct archive_entry *ent, int pfd,
 		     const char *base)
 {
 	mode_t perm = archive_entry_perm(ent) & 0777;
 	cleanup_close int fd = -1;
+	bool opaque = false;
 	struct stat st;
 
 	if (mkdirat(pfd, base, perm) < 0) {
@@ -626,7 +624,9 @@ static int apply_dir(struct unpacker *u, struct archive_entry *ent, int pfd,
 		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return cerr_sys(u->e, "stat");
 		if (!S_ISDIR(st.st_mode)) {
-			if (clear_slot(u, pfd, base, u->name) < 0)
+			opaque = u->mode == UNPACK_OVERLAY &&
+				 S_ISCHR(st.st_mode) && st.st_rdev == 0;
+			if (clear_slot(u, pfd, base) < 0)
 				return -1;
 			if (mkdirat(pfd, base, perm) < 0)
 				return cerr_sys(u->e, "mkdir");
@@ -635,6 +635,8 @@ static int apply_dir(struct unpacker *u, struct archive_entry *ent, int pfd,
 	fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return cerr_sys(u->e, "open directory");
+	if (opaque && fsetxattr(fd, OVL_OPAQUE_XATTR, "y", 1, 0) < 0)
+		return cerr_sys(u->e, "mark the directory opaque");
 	return set_meta_fd(u, ent, fd);
 }
 
@@ -669,7 +671,7 @@ static int apply_symlink(struct unpacker *u, struct archive_entry *ent, int pfd,
 	if (symlinkat(t, pfd, base) < 0) {
 		if (errno != EEXIST)
 			return cerr_sys(u->e, "symlink");
-		if (clear_slot(u, pfd, base, u->name) < 0)
+		if (clear_slot(u, pfd, base) < 0)
 			return -1;
 		if (symlinkat(t, pfd, base) < 0)
 			return cerr_sys(u->e, "symlink");
@@ -688,7 +690,7 @@ static int apply_node(struct unpacker *u, struct archive_entry *ent, int pfd,
 	if (mknodat(pfd, base, type | 0600, rdev) < 0) {
 		if (errno != EEXIST)
 			return cerr_sys(u->e, "mknod");
-		if (clear_slot(u, pfd, base, u->name) < 0)
+		if (clear_slot(u, pfd, base) < 0)
 			return -1;
 		if (mknodat(pfd, base, type | 0600, rdev) < 0)
 			return cerr_sys(u->e, "mknod");
@@ -696,9 +698,9 @@ static int apply_node(struct unpacker *u, struct archive_entry *ent, int pfd,
 	return set_meta_at(u, ent, pfd, base, false);
 }
 
-/* The target's parent is resolved beneath the root like any entry's; the
- * target itself must exist and not be a directory. It gets its own fd, not
- * the cache, because clearing the link's slot may drop the cache. */
+/* The target's parent is resolved beneath the root like any entry's (with
+ * its own fd: hardlinks are few, and the cache holds the link's parent);
+ * the target itself must exist and not be a directory. */
 static int apply_hardlink(struct unpacker *u, struct archive_entry *ent,
 			  int pfd, const char *base)
 {
@@ -726,7 +728,7 @@ static int apply_hardlink(struct unpacker *u, struct archive_entry *ent,
 	if (linkat(tfd, tbase, pfd, base, 0) < 0) {
 		if (errno != EEXIST)
 			return cerr_sys(u->e, "link to '%s'", u->scratch);
-		if (clear_slot(u, pfd, base, u->name) < 0)
+		if (clear_slot(u, pfd, base) < 0)
 			return -1;
 		if (linkat(tfd, tbase, pfd, base, 0) < 0)
 			return cerr_sys(u->e, "link to '%s'", u->scratch);
@@ -736,9 +738,48 @@ static int apply_hardlink(struct unpacker *u, struct archive_entry *ent,
 
 /* ---- whiteouts ---- */
 
+static int prune(struct unpacker *u, int pfd, const char *comp, size_t len,
+		 unsigned depth);
+
+/* Was the directory at scratch[0..len) made opaque earlier in this layer?
+ * Then everything in it is from this layer already. (The markers' paths
+ * are in the set; they never exist on disk.) */
+static bool pruned_before(struct unpacker *u, size_t len)
+{
+	size_t at = len ? len + 1 : 0, n = strlen(WH_OPAQUE);
+	bool r;
+
+	if (at + n >= sizeof(u->scratch))
+		return false;
+	if (len)
+		u->scratch[len] = '/';
+	memcpy(u->scratch + at, WH_OPAQUE, n + 1);
+	r = set_has(u, u->scratch, at + n);
+	u->scratch[len] = '\0';
+	return r;
+}
+
+/* Keep one child of an opaque directory (it is from this layer) and look
+ * inside it if it is a directory, which may hold older children. */
+static int prune_kept(struct unpacker *u, DIR *d, const char *name, size_t len,
+		      unsigned char type, unsigned depth)
+{
+	struct stat st;
+
+	if (type == DT_UNKNOWN)
+		type = fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			       S_ISDIR(st.st_mode)
+			   ? DT_DIR
+			   : DT_REG;
+	if (type != DT_DIR || pruned_before(u, len))
+		return 0;
+	return prune(u, dirfd(d), u->scratch + len - strlen(name), len,
+		     depth + 1);
+}
+
 /* FLAT opaque directory: remove everything beneath scratch[0..len) that
- * this layer did not create, descending into the directories it did (which
- * may hold older children). comp names the directory inside pfd. */
+ * this layer did not create, descending into the directories it did.
+ * comp names the directory inside pfd. */
 static int prune(struct unpacker *u, int pfd, const char *comp, size_t len,
 		 unsigned depth)
 {
@@ -758,31 +799,28 @@ static int prune(struct unpacker *u, int pfd, const char *comp, size_t len,
 	}
 	while ((errno = 0, de = readdir(d))) {
 		size_t n = strlen(de->d_name), at = len ? len + 1 : 0;
-		struct stat st;
-		bool isdir;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		if (++u->prune_visits > PRUNE_VISITS_MAX)
+			return cerr_set(u->e, E2BIG,
+					"opaque directories hold too many "
+					"entries (more than %u)",
+					PRUNE_VISITS_MAX);
 		/* A name too long to be stored cannot be from this layer. */
 		if (at + n < sizeof(u->scratch)) {
 			if (len)
 				u->scratch[len] = '/';
 			memcpy(u->scratch + at, de->d_name, n + 1);
 		}
-		if (at + n >= sizeof(u->scratch) ||
-		    !set_has(u, u->scratch, at + n)) {
-			if (fs_rm_rf_at(dirfd(d), de->d_name, u->e) < 0)
+		if (at + n < sizeof(u->scratch) &&
+		    set_has(u, u->scratch, at + n)) {
+			if (prune_kept(u, d, de->d_name, at + n, de->d_type,
+				       depth) < 0)
 				return -1;
-			continue;
-		}
-		isdir = de->d_type == DT_DIR;
-		if (de->d_type == DT_UNKNOWN)
-			isdir = fstatat(dirfd(d), de->d_name, &st,
-					AT_SYMLINK_NOFOLLOW) == 0 &&
-				S_ISDIR(st.st_mode);
-		if (isdir &&
-		    prune(u, dirfd(d), u->scratch + at, at + n, depth + 1) < 0)
+		} else if (fs_rm_rf_at(dirfd(d), de->d_name, u->e) < 0) {
 			return -1;
+		}
 	}
 	if (errno)
 		return cerr_sys(u->e, "read directory");
@@ -801,8 +839,12 @@ static int apply_opaque(struct unpacker *u)
 	if (u->mode == UNPACK_FLAT) {
 		memcpy(u->scratch, u->name, dlen);
 		u->scratch[dlen] = '\0';
-		cache_forget_under(u, u->scratch, dlen, false);
-		return prune(u, pfd, ".", dlen, 0);
+		if (pruned_before(u, dlen))
+			return 0; /* the same marker again */
+		cache_stale(u);
+		if (prune(u, pfd, ".", dlen, 0) < 0)
+			return -1;
+		return set_add(u, u->name, strlen(u->name), &(size_t){0});
 	}
 	fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fsetxattr(fd, OVL_OPAQUE_XATTR, "y", 1, 0) < 0)
@@ -815,7 +857,6 @@ static int apply_opaque(struct unpacker *u)
 static int apply_whiteout(struct unpacker *u, const char *base)
 {
 	const char *victim = base + strlen(WH_PREFIX);
-	size_t dlen = (size_t)(base - u->name), vlen = strlen(victim);
 	int pfd;
 
 	if (!strcmp(base, WH_OPAQUE))
@@ -824,23 +865,21 @@ static int apply_whiteout(struct unpacker *u, const char *base)
 	 * OCI format; Docker skips it too. */
 	if (str_has_prefix(base, WH_META))
 		return 0;
-	if (!vlen || !strcmp(victim, ".") || !strcmp(victim, ".."))
+	if (!*victim || !strcmp(victim, ".") || !strcmp(victim, ".."))
 		return cerr_set(u->e, EINVAL, "invalid whiteout name '%s'",
 				base);
-	memcpy(u->scratch, u->name, dlen);
-	memcpy(u->scratch + dlen, victim, vlen + 1);
 	pfd = get_parent(u, u->mode == UNPACK_OVERLAY, &base);
 	if (pfd < 0)
 		return u->mode == UNPACK_FLAT && parent_missing(u) ? 0 : -1;
 	if (u->mode == UNPACK_FLAT) {
-		cache_forget_under(u, u->scratch, dlen + vlen, true);
+		cache_stale(u);
 		return fs_rm_rf_at(pfd, victim, u->e);
 	}
 	if (mknodat(pfd, victim, S_IFCHR, makedev(0, 0)) == 0)
 		return 0;
 	if (errno != EEXIST)
 		return cerr_sys(u->e, "create whiteout");
-	if (clear_slot(u, pfd, victim, u->scratch) < 0)
+	if (clear_slot(u, pfd, victim) < 0)
 		return -1;
 	if (mknodat(pfd, victim, S_IFCHR, makedev(0, 0)) < 0)
 		return cerr_sys(u->e, "create whiteout");
@@ -864,13 +903,17 @@ static int remember(struct unpacker *u, struct archive_entry *ent, size_t len,
 	if (len && u->mode != UNPACK_FLAT &&
 	    pool_add(u, u->name, len, &off) < 0)
 		return -1;
+	if (u->ndt >= PATHS_MAX)
+		return cerr_set(u->e, ENOMEM,
+				"layer has more than %u directories",
+				PATHS_MAX);
 	if (u->ndt == u->capdt) {
 		u->capdt = u->capdt ? u->capdt * 2 : 256;
 		u->dt = xrealloc(u->dt, u->capdt * sizeof(*u->dt));
 	}
 	d = &u->dt[u->ndt];
 	d->off = off;
-	d->seq = u->ndt++;
+	d->seq = (uint32_t)u->ndt++;
 	d->depth = 0;
 	for (size_t i = 0; i < len; i++)
 		d->depth += u->name[i] == '/';

@@ -95,8 +95,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	enum unpack_mode mode = size && (data[0] & 1) ? UNPACK_OVERLAY
-						      : UNPACK_FLAT;
+	enum unpack_mode mode =
+	    size && (data[0] & 1) ? UNPACK_OVERLAY : UNPACK_FLAT;
 	struct unpack_stats st;
 	struct cerr e = {0};
 	struct archive *a;

@@ -855,6 +855,22 @@ def test_mount_whiteout_and_opaque(registry, pull, run_pull, workdir, tmp_path, 
     assert not is_mountpoint(mp)
 
 
+@pytest.mark.parametrize("mode", ["--extract-to", "--mount"])
+def test_root_opaque_layer_hides_lower_layers(registry, pull, workdir, tmp_path, mounts, mode):
+    # A top-level ".wh..wh..opq" hides everything below. overlayfs ignores
+    # the opaque xattr on a lowerdir's root, so the mount must leave the
+    # lower layers out; the flattened rootfs must come out the same.
+    l1 = Layer([Dir("old"), File("old/f", "1"), File("top-old", "2")])
+    l2 = Layer([Opaque(""), Dir("new"), File("new/f", "3")])
+    push(registry, "t/rootopq", "v1", Image([l1, l2]))
+    target = str(tmp_path / "target")
+    if mode == "--mount":
+        os.mkdir(target)
+        mounts.append(target)
+    assert_ok(pull(registry, registry.ref("t/rootopq", "v1"), target, workdir, mode=mode))
+    assert sorted(os.listdir(target)) == ["new"]
+
+
 def test_mount_60_layers(registry, pull, run_pull, workdir, tmp_path, mounts):
     layers = [busybox_layer()] + [Layer([Dir("many"), File(f"many/f{i:02d}", str(i))])
                                   for i in range(59)]

@@ -375,6 +375,8 @@ static void test_flat(bool fallback)
 	    {'d', "keepdir", .mode = 0755},
 	    {'f', "keepdir/k", "k"},
 	    {'f', "keep", "k"},
+	    {'f', "n/a/old", "o"},
+	    {'f', "n/old", "o"},
 	};
 	struct ent l2[] = {
 	    {'d', "file2dir", .mode = 0711},
@@ -392,6 +394,11 @@ static void test_flat(bool fallback)
 	    {'f', "nodir/.wh.x"},
 	    {'f', "nodir2/.wh..wh..opq"},
 	    {'f', "a/f", "two"},
+	    {'f', "n/a/.wh..wh..opq"},
+	    {'f', "n/a/new", "n"},
+	    {'f', "n/.wh..wh..opq"},
+	    {'f', "n/.wh..wh..opq"},
+	    {'f', "n/new2", "n"},
 	};
 	struct box b;
 	struct cerr e = {0};
@@ -425,6 +432,9 @@ static void test_flat(bool fallback)
 	   "%s: an existing directory is kept, its metadata updated", how);
 	ok(rcontent(&b, "keep", "k") && rcontent(&b, "a/f", "two"),
 	   "%s: untouched files stay, replaced files change", how);
+	ok(rcontent(&b, "n/a/new", "n") && rcontent(&b, "n/new2", "n") &&
+	       !rexists(&b, "n/old") && !rexists(&b, "n/a/old"),
+	   "%s: nested and repeated opaque markers", how);
 	ok(!rexists(&b, "nodir") && !rexists(&b, "nodir2"),
 	   "%s: whiteouts in missing directories create nothing", how);
 	box_close(&b);
@@ -434,12 +444,27 @@ static void test_flat(bool fallback)
 /* The parent cache must not outlive a replaced or deleted directory. */
 static void test_cache(void)
 {
+	/* clang-format off */
 	struct ent l1[] = {
-	    {'d', "c"},		  {'f', "a/b/f1", "1"}, {'l', "a/b", "../c"},
-	    {'f', "a/b/f2", "2"}, {'f', "x/y/f", "f"},	{'f', ".wh.x"},
-	    {'f', "x/y/g", "g"},  {'f', "p/q/r", "r"},	{'f', "p/.wh.q"},
+	    {'d', "c"},
+	    {'f', "a/b/f1", "1"},
+	    {'l', "a/b", "../c"},
+	    {'f', "a/b/f2", "2"},
+	    {'f', "x/y/f", "f"},
+	    {'f', ".wh.x"},
+	    {'f', "x/y/g", "g"},
+	    {'f', "p/q/r", "r"},
+	    {'f', "p/.wh.q"},
 	    {'f', "p/q/s", "s"},
+	    {'d', "real1/x"},
+	    {'d', "real2/x"},
+	    {'l', "b", "real1"},
+	    {'l', "a2", "b"},
+	    {'f', "a2/x/f1", "1"},
+	    {'l', "b", "real2"},
+	    {'f', "a2/x/f2", "2"},
 	};
+	/* clang-format on */
 	struct ent l2[] = {
 	    {'f', "m/n/o", "o"},
 	    {'f', "m/.wh..wh..opq"},
@@ -462,6 +487,9 @@ static void test_cache(void)
 	   "cache: a whited-out tree is made again");
 	ok(rcontent(&b, "p/q/s", "s") && !rexists(&b, "p/q/r"),
 	   "cache: a whited-out parent is made again");
+	ok(rcontent(&b, "real1/x/f1", "1") && rcontent(&b, "real2/x/f2", "2") &&
+	       !rexists(&b, "real1/x/f2"),
+	   "cache: replacing a symlink the cached path went through");
 	ok(unpack(b.rootfd, l2, ARRAY_LEN(l2), UNPACK_FLAT, NULL, &e) == 0 &&
 	       unpack(b.rootfd, l3, ARRAY_LEN(l3), UNPACK_FLAT, NULL, &e) == 0,
 	   "cache: opaque layers apply (%s)", e.msg);
@@ -489,12 +517,15 @@ static void test_overlay(void)
 	     .xval = "/etc"},
 	    {'f', "uo", "r", .xname = "user.overlay.origin", .xval = "x"},
 	    {'f', "trusted", "t", .xname = "trusted.cell", .xval = "ok"},
+	    {'f', ".wh.w"},
+	    {'d', "w"},
+	    {'f', "w/new", "n"},
 	};
 	struct box b;
 	struct cerr e = {0};
 	struct stat st;
 	cleanup_free char *o1 = NULL, *o2 = NULL, *o3 = NULL, *o4 = NULL,
-			  *o5 = NULL, *o6 = NULL;
+			  *o5 = NULL, *o6 = NULL, *o7 = NULL;
 
 	box_open(&b);
 	ok(unpack(b.rootfd, l, ARRAY_LEN(l), UNPACK_OVERLAY, NULL, &e) == 0,
@@ -517,6 +548,8 @@ static void test_overlay(void)
 	o5 = rxattr(&b, "uo", "user.overlay.origin");
 	o6 = rxattr(&b, "trusted", "trusted.cell");
 	ok(!o3 && !o4 && !o5, "overlay: overlay xattrs from the tar dropped");
+	o7 = rxattr(&b, "w", "trusted.overlay.opaque");
+	is_str(o7, "y", "overlay: a directory over a whiteout is opaque");
 	is_str(o6, "ok", "overlay: other trusted xattrs kept");
 	box_close(&b);
 }
@@ -856,6 +889,8 @@ static const struct ent ml1[] = {
     {'d', "home"},
     {'d', "home/user", .mode = 0700, .uid = 1000, .gid = 1000},
     {'f', "home/user/.profile", "p", .uid = 1000, .gid = 1000},
+    {'d', "re"},
+    {'f', "re/old", "o"},
 };
 
 static const struct ent ml2[] = {
@@ -876,6 +911,9 @@ static const struct ent ml2[] = {
     {'d', "home/user", .mode = 0700, .uid = 1000, .gid = 1000},
     {'f', "home/user/.wh..profile"},
     {'f', "home/user/.bashrc", "b", .uid = 1000, .gid = 1000},
+    {'f', ".wh.re"},
+    {'d', "re", .mode = 0700},
+    {'f', "re/new", "n"},
 };
 
 static const struct ent ml3[] = {
