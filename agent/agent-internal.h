@@ -15,6 +15,16 @@
 
 #define UPDATEPOD_MAX (8u << 20) /* request body cap */
 
+/* Caps on a PodParameters body beyond its size (wire.c; docs/agent-wire.md).
+ * Each list (units, initUnits) holds at most WIRE_MAX_UNITS. */
+#define WIRE_MAX_UNITS 64
+#define WIRE_MAX_ENV 256 /* env vars per unit */
+#define WIRE_MAX_VOLUMES 256
+#define WIRE_MAX_SECRET_ITEMS 1024	 /* keys over all secrets */
+#define WIRE_MAX_LIST 4096		 /* any other array or map */
+#define WIRE_MAX_STR (64u << 10)	 /* any string we keep */
+#define WIRE_MAX_SECRET_VALUE (1u << 20) /* decoded bytes */
+
 /* ---- the pod spec (wire.c parses PodParameters into this) ---- */
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
@@ -28,44 +38,44 @@ struct kv {
 
 struct env_var {
 	char *name;
-	char *value;          /* literal, may be NULL */
-	char *secret_name;    /* valueFrom.secretKeyRef, or NULL */
+	char *value;	   /* literal, may be NULL */
+	char *secret_name; /* valueFrom.secretKeyRef, or NULL */
 	char *secret_key;
 };
 
 struct volume_mount {
 	char *name;
 	char *mount_path;
-	char *sub_path;       /* NULL when unset */
+	char *sub_path; /* NULL when unset */
 	bool read_only;
 };
 
 struct port {
 	char *name;
 	int container_port;
-	int host_port;        /* 0 = none */
-	char *protocol;       /* "TCP", "UDP", "SCTP" */
+	int host_port;	/* 0 = none */
+	char *protocol; /* "TCP", "UDP", "SCTP" */
 	char *host_ip;
 };
 
 struct probe {
 	enum probe_kind kind;
-	char **exec_command;  /* PROBE_EXEC */
+	char **exec_command;	    /* PROBE_EXEC */
 	char *path, *host, *scheme; /* PROBE_HTTP (scheme "HTTP"/"HTTPS") */
 	struct kv *http_headers;
 	size_t n_http_headers;
-	int port;             /* resolved number, or 0 when port_name is set */
-	char *port_name;      /* a named port of the unit */
+	int port;	 /* resolved number, or 0 when port_name is set */
+	char *port_name; /* a named port of the unit */
 	/* Kubernetes defaults applied where the wire says 0. */
 	int initial_delay_s, timeout_s, period_s, success_threshold,
-		failure_threshold;
+	    failure_threshold;
 };
 
 struct unit_spec {
 	char *name;
 	char *image;
-	char **command;       /* NULL: the image's Entrypoint */
-	char **args;          /* NULL: the image's Cmd (when command is NULL) */
+	char **command; /* NULL: the image's Entrypoint */
+	char **args;	/* NULL: the image's Cmd (when command is NULL) */
 	struct env_var *env;
 	size_t n_env;
 	struct volume_mount *mounts;
@@ -77,7 +87,7 @@ struct unit_spec {
 	bool has_run_as_user, has_run_as_group;
 	int64_t run_as_user, run_as_group;
 	struct probe liveness, readiness, startup;
-	char *termination_message_path;   /* default /dev/termination-log */
+	char *termination_message_path;	  /* default /dev/termination-log */
 	char *termination_message_policy; /* "File" | "FallbackToLogsOnError" */
 	/* A canonical serialization of every field: two units are "the same"
 	 * exactly when these are equal (a change restarts the unit). */
@@ -85,22 +95,27 @@ struct unit_spec {
 };
 
 enum volume_kind {
-	VOL_EMPTY_DIR, VOL_PACKAGE_PATH, VOL_CONFIG_MAP, VOL_SECRET,
-	VOL_HOST_PATH, VOL_PROJECTED,
+	VOL_EMPTY_DIR,
+	VOL_PACKAGE_PATH,
+	VOL_CONFIG_MAP,
+	VOL_SECRET,
+	VOL_HOST_PATH,
+	VOL_PROJECTED,
 };
 
 struct volume {
 	char *name;
 	enum volume_kind kind;
-	bool memory;          /* emptyDir medium "Memory" */
-	int64_t size_limit;   /* bytes; 0 = none */
-	char *path;           /* packagePath.path or hostPath.path */
+	bool memory;	    /* emptyDir medium "Memory" */
+	int64_t size_limit; /* bytes; 0 = none */
+	char *path;	    /* packagePath.path or hostPath.path */
 	char *host_path_type;
-	int default_mode;     /* -1 when unset */
+	int default_mode;  /* -1 when unset */
+	char *source_name; /* configMap.name or secret.secretName */
 };
 
 struct pod_spec {
-	char *pod_name;       /* "<namespace>_<name>" */
+	char *pod_name; /* "<namespace>_<name>" */
 	char *node_name, *pod_ip, *pod_hostname;
 	char *phase;
 	enum restart_policy restart_policy;
@@ -123,15 +138,27 @@ struct pod_spec {
 		struct kv *items; /* value holds raw bytes; see item_len */
 		size_t *item_len;
 		size_t n_items;
-	} *secrets;
+	} * secrets;
 	size_t n_secrets;
 	/* credentials: registry host → basic credentials */
 	struct credential {
 		char *host, *username, *password;
-	} *credentials;
+		char *server;
+	} * credentials;
 	size_t n_credentials;
 	struct kv *annotations; /* only "pod.elotl.co/" keys kept */
 	size_t n_annotations;
+	/* DNS and /etc/hosts inputs. The controller also deploys the finished
+	 * files as the resolvconf and etchosts packages. */
+	char *dns_policy;
+	char **dns_nameservers, **dns_searches; /* NULL when absent */
+	struct kv *dns_options;			/* value NULL when absent */
+	size_t n_dns_options;
+	struct host_alias {
+		char *ip;
+		char **hostnames;
+	} * host_aliases;
+	size_t n_host_aliases;
 };
 
 /* Parse a PodParameters body. Unknown fields are ignored; a wrong type or a
@@ -140,18 +167,25 @@ struct pod_spec {
 int wire_parse_pod(const char *buf, size_t len, struct pod_spec *out,
 		   struct cerr *e);
 void pod_spec_free(struct pod_spec *p);
+/* A Kubernetes quantity ("1Gi", "500M", "1e3", "1500m") in whole units,
+ * rounded up; EINVAL when malformed or negative, ERANGE above INT64_MAX. */
+int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e);
 
 /* ---- status (wire.c serializes PodStatusReply from this) ---- */
 
-enum unit_state_kind { STATE_NONE, STATE_WAITING, STATE_RUNNING,
-		       STATE_TERMINATED };
+enum unit_state_kind {
+	STATE_NONE,
+	STATE_WAITING,
+	STATE_RUNNING,
+	STATE_TERMINATED
+};
 
 struct unit_state {
 	enum unit_state_kind kind;
-	char *reason;          /* waiting/terminated */
-	char *message;         /* terminated */
+	char *reason;	       /* waiting/terminated */
+	char *message;	       /* terminated */
 	bool start_failure;    /* waiting */
-	int exit_code;         /* terminated: 128+N for signal N */
+	int exit_code;	       /* terminated: 128+N for signal N */
 	int64_t started_at_ns; /* wall clock, 0 = null */
 	int64_t finished_at_ns;
 };
@@ -159,7 +193,7 @@ struct unit_state {
 struct unit_status {
 	char *name, *image;
 	bool ready;
-	int started;           /* -1 null, 0 false, 1 true */
+	int started; /* -1 null, 0 false, 1 true */
 	int restart_count;
 	struct unit_state state, last_state;
 };
@@ -167,7 +201,7 @@ struct unit_status {
 struct pod_status {
 	struct unit_status *units, *init_units;
 	size_t n_units, n_init_units;
-	struct kv *usage;      /* resourceUsage: name → decimal number text */
+	struct kv *usage; /* resourceUsage: name → decimal number text */
 	size_t n_usage;
 	char *pod_ip;
 };

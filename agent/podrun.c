@@ -137,19 +137,19 @@ char **podrun_env(const struct unit_spec *u, const struct pod_spec *pod,
 }
 
 char **podrun_argv(const struct unit_spec *u, const struct image_config *img,
-		   char *const *env, struct cerr *e)
+		   struct cerr *e)
 {
 	struct strv out = {0};
-	size_t n_env = strv_len(env);
 	char *const *first = u->command ? u->command : img->entrypoint;
 	char *const *rest = u->args ? u->args : u->command ? NULL : img->cmd;
 
+	/* The controller has already expanded $(VAR) in command and args
+	 * (Kip's pkg/util/expand.go); expanding again would undo a $$(X)
+	 * that the user escaped. */
 	for (size_t i = 0; first && first[i]; i++)
-		strv_push(&out, u->command ? expand(first[i], env, n_env)
-					   : xstrdup(first[i]));
+		strv_push(&out, xstrdup(first[i]));
 	for (size_t i = 0; rest && rest[i]; i++)
-		strv_push(&out, u->args ? expand(rest[i], env, n_env)
-					: xstrdup(rest[i]));
+		strv_push(&out, xstrdup(rest[i]));
 	if (out.n == 0) {
 		strv_free(strv_done(&out));
 		cerr_set(e, EINVAL,

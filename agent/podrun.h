@@ -14,10 +14,10 @@
 #include "pull.h"
 
 /* argv per Kubernetes: command replaces Entrypoint (and drops Cmd), args
- * replace Cmd; $(VAR) in the unit's command and args expands from env (the
- * result of podrun_env). EINVAL when the result is empty. */
+ * replace Cmd. $(VAR) references are left alone: the controller expands
+ * them before it sends the spec. EINVAL when the result is empty. */
 char **podrun_argv(const struct unit_spec *u, const struct image_config *img,
-		   char *const *env, struct cerr *e);
+		   struct cerr *e);
 
 /* The environment: the image's Env, overridden and extended in order by the
  * unit's env; secretKeyRef values come from the pod's secrets (ENOENT when a

@@ -30,11 +30,10 @@ static void check_argv(char **cmd, char **args, const char *want,
 		       const char *what)
 {
 	char *ep[] = {"/entry", "-x", NULL}, *cm[] = {"default", NULL};
-	char *env[] = {"A=1", "B=two", NULL};
 	struct image_config img = {.entrypoint = ep, .cmd = cm};
 	struct unit_spec u = {.name = "u", .command = cmd, .args = args};
 	struct cerr e = {0};
-	char **argv = podrun_argv(&u, &img, env, &e);
+	char **argv = podrun_argv(&u, &img, &e);
 	char *got = joined(argv);
 
 	is_str(got, want, "argv: %s", what);
@@ -51,12 +50,13 @@ static void test_argv(void)
 	struct cerr e = {0};
 
 	check_argv(NULL, NULL, "/entry|-x|default", "image entrypoint + cmd");
-	check_argv(cmd, NULL, "/bin/sh|-c|echo 1", "command drops image cmd");
-	check_argv(NULL, args, "/entry|-x|two|$(A)|$(NOPE)",
-		   "args replace cmd; $$ escapes; unknown stays");
-	check_argv(cmd, args, "/bin/sh|-c|echo 1|two|$(A)|$(NOPE)",
+	check_argv(cmd, NULL, "/bin/sh|-c|echo $(A)",
+		   "command drops image cmd; no second expansion");
+	check_argv(NULL, args, "/entry|-x|$(B)|$$(A)|$(NOPE)",
+		   "args replace cmd, verbatim");
+	check_argv(cmd, args, "/bin/sh|-c|echo $(A)|$(B)|$$(A)|$(NOPE)",
 		   "command and args");
-	ok(podrun_argv(&u, &none, NULL, &e) == NULL && e.code == EINVAL,
+	ok(podrun_argv(&u, &none, &e) == NULL && e.code == EINVAL,
 	   "no command at all is an error (%s)", e.msg);
 }
 
