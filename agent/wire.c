@@ -1257,6 +1257,32 @@ static int parse_restart_policy(const json_t *spec, struct pod_spec *out,
 		    "\"%s\" is not Always, OnFailure or Never", s);
 }
 
+/* spec.resources.memory sizes the instance; the agent also makes it the
+ * memory limit of each unit, so a runaway unit is OOM-killed and reported
+ * rather than taking the cell down. The other resource fields are for the
+ * controller. */
+static int parse_resources(const json_t *spec, struct pod_spec *out,
+			   struct cerr *e)
+{
+	json_t *res;
+	char *mem = NULL;
+	int ret = 0;
+
+	if (get_obj(spec, "spec", "resources", &res, e) < 0)
+		return -1;
+	if (!res)
+		return 0;
+	if (get_str(res, "spec.resources", "memory", &mem, e) < 0)
+		return -1;
+	if (mem && *mem &&
+	    wire_parse_quantity(mem, &out->memory_limit, e) < 0) {
+		e->code = EINVAL;
+		ret = cerr_prefix(e, "spec.resources.memory");
+	}
+	free(mem);
+	return ret;
+}
+
 static int parse_spec(const json_t *root, struct pod_spec *out, struct cerr *e)
 {
 	json_t *spec;
@@ -1272,7 +1298,8 @@ static int parse_spec(const json_t *root, struct pod_spec *out, struct cerr *e)
 	    get_str(spec, "spec", "subdomain", &out->subdomain, e) < 0 ||
 	    get_int(spec, "spec", "terminationGracePeriodSeconds", 0, INT32_MAX,
 		    &out->termination_grace_s, &has_grace, e) < 0 ||
-	    parse_pod_security(spec, out, e) < 0 || parse_dns(spec, out, e) < 0)
+	    parse_pod_security(spec, out, e) < 0 ||
+	    parse_dns(spec, out, e) < 0 || parse_resources(spec, out, e) < 0)
 		return -1;
 	/* Volumes before units: a mount must name one of them. */
 	if (parse_volumes(spec, out, e) < 0 ||

@@ -212,8 +212,29 @@ static void test_restart(void)
 	   "back-off 10 s doubling to 5 min");
 }
 
+static void test_resources(void)
+{
+	const char *ok_body =
+	    "{\"spec\":{\"resources\":{\"memory\":\"64Mi\",\"cpu\":\"1\"},"
+	    "\"units\":[{\"name\":\"a\",\"image\":\"busybox\"}]}}";
+	const char *bad_body =
+	    "{\"spec\":{\"resources\":{\"memory\":\"lots\"},"
+	    "\"units\":[{\"name\":\"a\",\"image\":\"busybox\"}]}}";
+	struct pod_spec p;
+	struct cerr e = {0};
+
+	ok(wire_parse_pod(ok_body, strlen(ok_body), &p, &e) == 0 &&
+	       p.memory_limit == 64 << 20,
+	   "spec.resources.memory becomes the unit memory limit");
+	pod_spec_free(&p);
+	ok(wire_parse_pod(bad_body, strlen(bad_body), &p, &e) < 0 &&
+	       e.code == EINVAL && strstr(e.msg, "spec.resources.memory"),
+	   "a bad memory quantity is refused (%s)", e.msg);
+}
+
 int main(void)
 {
+	test_resources();
 	test_argv();
 	test_env();
 	test_user();
