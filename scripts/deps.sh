@@ -14,6 +14,7 @@ PKGS=(
 	# tests: real parts
 	docker-registry apache2-utils busybox-static skopeo umoci runc
 	python3-pytest python3-requests python3-cryptography python3-websocket
+	python3-botocore # cloudinit: checks the fake IMDS against a real client
 	zstd attr curl jq iproute2 util-linux kmod e2fsprogs time procps
 	ca-certificates
 )

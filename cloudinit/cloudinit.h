@@ -1,0 +1,52 @@
+/* cell-cloudinit: a minimal cloud-init for cells. It finds the cloud,
+ * fetches meta-data and user data, and applies the #cloud-config modules,
+ * scripts and boothooks beneath a root directory, once per instance. */
+#ifndef CELL_CLOUDINIT_H
+#define CELL_CLOUDINIT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+enum ci_ds_kind {
+	CI_DS_AUTO,
+	CI_DS_EC2,
+	CI_DS_GCE,
+	CI_DS_AZURE,
+	CI_DS_NOCLOUD,
+	CI_DS_FILE,
+	CI_DS_URL,
+};
+
+struct ci_opts {
+	enum ci_ds_kind datasource;
+	const char *root;	   /* "/" by default */
+	const char *state_dir;	   /* NULL: ROOT/var/lib/cell-cloudinit */
+	const char *log_file;	   /* NULL: ROOT/var/log/cell-cloudinit.log */
+	const char *file;	   /* --file */
+	const char *meta_data;	   /* --meta-data (file datasource) */
+	const char *url;	   /* --url */
+	const char *seed_dir;	   /* --seed-dir (NoCloud) */
+	const char *cidata_device; /* --cidata-device (NoCloud) */
+	const char *ec2_url, *gce_url, *azure_url;
+	const char *instance_id;  /* overrides the meta-data's */
+	const char *default_user; /* gets top-level ssh keys; "root" */
+	double timeout;		  /* seconds for finding and fetching */
+	bool chroot_commands;	  /* run commands chrooted into the root */
+	bool set_hostname;	  /* sethostname() even with a --root */
+};
+
+/* Exit codes of cell-cloudinit. */
+enum {
+	CI_EXIT_OK = 0,
+	CI_EXIT_FAILED = 1,   /* a module failed, or no datasource answered */
+	CI_EXIT_DOCUMENT = 2, /* usage error, or errors in the user data */
+};
+
+/* Find, fetch and apply; returns an exit code. Logs as it goes. */
+int ci_run(const struct ci_opts *o);
+/* Parse a user-data file without applying it and print every problem as
+ * "FILE:LINE: error|warning: message" on out. CI_EXIT_OK when there are
+ * no errors (warnings allowed), else CI_EXIT_DOCUMENT. */
+int ci_validate(const char *path, FILE *out);
+
+#endif

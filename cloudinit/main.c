@@ -1,0 +1,252 @@
+/* cell-cloudinit: a minimal, fast cloud-init for cells. Parses options and
+ * hands over to the library (cloudinit.h); exit 0 all applied, 1 a module
+ * failed or no datasource, 2 usage error or errors in the user data. */
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cloudinit.h"
+#include "log.h"
+#include "util.h"
+
+static const char usage_text[] =
+    "Usage: cell-cloudinit [options]\n"
+    "       cell-cloudinit --validate FILE\n"
+    "\n"
+    "Find the cloud, fetch meta-data and user data, and apply the user\n"
+    "data (#cloud-config, scripts, boothooks; gzip and MIME multipart)\n"
+    "once per instance.\n"
+    "\n"
+    "  --datasource KIND     auto (default), ec2, gce, azure, nocloud, "
+    "file, url\n"
+    "  --file PATH           user data from a file (datasource file)\n"
+    "  --meta-data PATH      NoCloud-style meta-data for file and url\n"
+    "  --url URL             user data from a URL (datasource url)\n"
+    "  --seed-dir DIR        NoCloud seed with user-data and meta-data\n"
+    "  --cidata-device DEV   NoCloud filesystem (default: label cidata)\n"
+    "  --ec2-url URL         EC2 IMDS base (http://169.254.169.254)\n"
+    "  --gce-url URL         GCE metadata base (same)\n"
+    "  --azure-url URL       Azure IMDS base (same)\n"
+    "  --timeout SECONDS     limit for finding and fetching (default 30)\n"
+    "  --instance-id ID      use ID instead of the meta-data's\n"
+    "  --root DIR            apply beneath DIR (default /)\n"
+    "  --state-dir DIR       per-instance markers (ROOT/var/lib/"
+    "cell-cloudinit)\n"
+    "  --log-file PATH       log and command output (ROOT/var/log/"
+    "cell-cloudinit.log;\n"
+    "                        \"\" for none)\n"
+    "  --default-user NAME   gets top-level and meta-data SSH keys (root)\n"
+    "  --chroot-commands     run commands chrooted into --root\n"
+    "  --set-hostname        call sethostname() even with --root\n"
+    "  --validate FILE       check a user-data file, apply nothing\n"
+    "  -v, --verbose         debug logging;  -q, --quiet  warnings only\n"
+    "  -h, --help            this text;  --version  print the version\n"
+    "\n"
+    "Exit status: 0 all applied, 1 a module failed or no datasource,\n"
+    "2 usage error or errors in the user data.\n";
+
+enum {
+	OPT_DS = 256,
+	OPT_FILE,
+	OPT_META,
+	OPT_URL,
+	OPT_SEED,
+	OPT_CIDATA,
+	OPT_EC2,
+	OPT_GCE,
+	OPT_AZURE,
+	OPT_TIMEOUT,
+	OPT_IID,
+	OPT_ROOT,
+	OPT_STATE,
+	OPT_LOG,
+	OPT_USER,
+	OPT_CHROOT,
+	OPT_SETHOST,
+	OPT_VALIDATE,
+	OPT_VERSION,
+};
+
+static const struct option longopts[] = {
+    {"datasource", required_argument, NULL, OPT_DS},
+    {"file", required_argument, NULL, OPT_FILE},
+    {"meta-data", required_argument, NULL, OPT_META},
+    {"url", required_argument, NULL, OPT_URL},
+    {"seed-dir", required_argument, NULL, OPT_SEED},
+    {"cidata-device", required_argument, NULL, OPT_CIDATA},
+    {"ec2-url", required_argument, NULL, OPT_EC2},
+    {"gce-url", required_argument, NULL, OPT_GCE},
+    {"azure-url", required_argument, NULL, OPT_AZURE},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"instance-id", required_argument, NULL, OPT_IID},
+    {"root", required_argument, NULL, OPT_ROOT},
+    {"state-dir", required_argument, NULL, OPT_STATE},
+    {"log-file", required_argument, NULL, OPT_LOG},
+    {"default-user", required_argument, NULL, OPT_USER},
+    {"chroot-commands", no_argument, NULL, OPT_CHROOT},
+    {"set-hostname", no_argument, NULL, OPT_SETHOST},
+    {"validate", required_argument, NULL, OPT_VALIDATE},
+    {"verbose", no_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static const char *const ds_names[] = {
+    [CI_DS_AUTO] = "auto",   [CI_DS_EC2] = "ec2",	  [CI_DS_GCE] = "gce",
+    [CI_DS_AZURE] = "azure", [CI_DS_NOCLOUD] = "nocloud", [CI_DS_FILE] = "file",
+    [CI_DS_URL] = "url",
+};
+
+struct cli {
+	struct ci_opts o;
+	bool ds_set;
+	const char *validate;
+	enum log_level level;
+};
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
+							     ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "cell-cloudinit: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'cell-cloudinit --help'.\n");
+	return CI_EXIT_DOCUMENT;
+}
+
+static int set_ds(struct cli *c, const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(ds_names); i++)
+		if (!strcmp(name, ds_names[i])) {
+			c->o.datasource = (enum ci_ds_kind)i;
+			c->ds_set = true;
+			return 0;
+		}
+	return usage_error("unknown datasource '%s'", name);
+}
+
+static int set_timeout(struct cli *c, const char *s)
+{
+	char *end;
+	double t = strtod(s, &end);
+
+	if (end == s || *end || !(t >= 0.1 && t <= 3600))
+		return usage_error("--timeout %s: want 0.1 to 3600 seconds", s);
+	c->o.timeout = t;
+	return 0;
+}
+
+/* Options that only store their argument in struct ci_opts. */
+static const struct {
+	int opt;
+	size_t off;
+} str_opts[] = {
+    {OPT_FILE, offsetof(struct ci_opts, file)},
+    {OPT_META, offsetof(struct ci_opts, meta_data)},
+    {OPT_URL, offsetof(struct ci_opts, url)},
+    {OPT_SEED, offsetof(struct ci_opts, seed_dir)},
+    {OPT_CIDATA, offsetof(struct ci_opts, cidata_device)},
+    {OPT_EC2, offsetof(struct ci_opts, ec2_url)},
+    {OPT_GCE, offsetof(struct ci_opts, gce_url)},
+    {OPT_AZURE, offsetof(struct ci_opts, azure_url)},
+    {OPT_IID, offsetof(struct ci_opts, instance_id)},
+    {OPT_ROOT, offsetof(struct ci_opts, root)},
+    {OPT_STATE, offsetof(struct ci_opts, state_dir)},
+    {OPT_LOG, offsetof(struct ci_opts, log_file)},
+    {OPT_USER, offsetof(struct ci_opts, default_user)},
+};
+
+static int one_opt(struct cli *c, int opt, const char *arg)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(str_opts); i++)
+		if (str_opts[i].opt == opt) {
+			*(const char **)((char *)&c->o + str_opts[i].off) = arg;
+			return 0;
+		}
+	switch (opt) {
+	case OPT_DS:
+		return set_ds(c, arg);
+	case OPT_TIMEOUT:
+		return set_timeout(c, arg);
+	case OPT_CHROOT:
+		c->o.chroot_commands = true;
+		return 0;
+	case OPT_SETHOST:
+		c->o.set_hostname = true;
+		return 0;
+	case OPT_VALIDATE:
+		c->validate = arg;
+		return 0;
+	case 'v':
+	case 'q':
+		c->level = opt == 'v' ? LOG_DEBUG : LOG_WARN;
+		return 0;
+	case 'h':
+		fputs(usage_text, stdout);
+		exit(0);
+	case OPT_VERSION:
+		printf("cell-cloudinit %s\n", CELL_VERSION);
+		exit(0);
+	default:
+		return CI_EXIT_DOCUMENT; /* getopt said why */
+	}
+}
+
+/* --file and --url pick their datasource; a conflicting one is an error. */
+static int check(struct cli *c)
+{
+	struct ci_opts *o = &c->o;
+	enum ci_ds_kind implied = o->file  ? CI_DS_FILE
+				  : o->url ? CI_DS_URL
+					   : CI_DS_AUTO;
+
+	if (o->file && o->url)
+		return usage_error("%s", "--file and --url exclude each other");
+	if (implied != CI_DS_AUTO && c->ds_set && o->datasource != implied)
+		return usage_error(
+		    "--datasource %s conflicts with --file/--url",
+		    ds_names[o->datasource]);
+	if (implied != CI_DS_AUTO)
+		o->datasource = implied;
+	if (o->datasource == CI_DS_FILE && !o->file)
+		return usage_error("%s", "--datasource file needs --file");
+	if (o->datasource == CI_DS_URL && !o->url)
+		return usage_error("%s", "--datasource url needs --url");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = {.level = LOG_INFO};
+	char root[PATH_MAX];
+	int opt, r;
+
+	umask(022);
+	signal(SIGPIPE, SIG_IGN);
+	opterr = 1;
+	while ((opt = getopt_long(argc, argv, "vqh", longopts, NULL)) != -1)
+		if ((r = one_opt(&c, opt, optarg)) != 0)
+			return r;
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	log_init("cell-cloudinit", c.level);
+	if (c.validate)
+		return ci_validate(c.validate, stdout);
+	if ((r = check(&c)) != 0)
+		return r;
+	if (!realpath(c.o.root ? c.o.root : "/", root))
+		return usage_error("--root %s: no such directory", c.o.root);
+	c.o.root = root;
+	return ci_run(&c.o);
+}

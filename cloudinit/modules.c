@@ -1,0 +1,544 @@
+/* The modules, in canonical cloud-init's order, and the table that says
+ * how often each runs. A failing module is logged and the others still
+ * run; the report counts the failures for the exit code.
+ *
+ *   boothooks, bootcmd                      every boot
+ *   write_files, milpa_files, hostname,     once per instance; the marker
+ *   users_groups, ssh_authorized_keys,      is set after success, so a
+ *   write_files_deferred                    failure is retried next boot
+ *   scripts, runcmd                         at most once per instance: the
+ *                                           marker is set before running,
+ *                                           as cloud-init's semaphores
+ *   final_message                           every boot (cloud-init's too) */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ci-internal.h"
+#include "cleanup.h"
+#include "fsutil.h"
+#include "log.h"
+#include "path.h"
+#include "util.h"
+
+/* ---- logging to stderr and the log file ---- */
+
+static int log_file = -1;
+
+void ci_log_set_file(int fd)
+{
+	log_file = fd;
+}
+
+void ci_log(int level, const char *fmt, ...)
+{
+	static const char *const names[] = {"error", "warning", "info",
+					    "debug"};
+	char msg[2048], line[2200], when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg((enum log_level)level, "%s", msg);
+	/* The file keeps info even when stderr is quieter. */
+	if (log_file < 0 || level < 0 || level > LOG_DEBUG ||
+	    (level > LOG_INFO && level > (int)log_get_level()))
+		return;
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	n = snprintf(line, sizeof(line), "%s cell-cloudinit: %s: %s\n", when,
+		     names[level], msg);
+	if (n > (int)sizeof(line) - 1)
+		n = (int)sizeof(line) - 1;
+	if (write(log_file, line, (size_t)n) < 0)
+		return;
+}
+
+/* ---- hostname ---- */
+
+static char *first_label(const char *s)
+{
+	return xstrndup(s, strcspn(s, "."));
+}
+
+int ci_hostname_pick(const struct ci_config *cfg, const struct ci_meta *m,
+		     char **shortname, char **fqdn)
+{
+	const char *h = cfg->hostname;
+
+	*shortname = *fqdn = NULL;
+	if (cfg->fqdn) {
+		*fqdn = xstrdup(cfg->fqdn);
+		*shortname = h ? first_label(h) : first_label(cfg->fqdn);
+		return 0;
+	}
+	/* cloud-init falls back to the meta-data's local hostname. */
+	if (!h && m && m->hostname && ci_hostname_ok(m->hostname))
+		h = m->hostname;
+	if (!h)
+		return -1;
+	*shortname = first_label(h);
+	*fqdn = strchr(h, '.') ? xstrdup(h) : NULL;
+	return 0;
+}
+
+/* /etc/hosts with Debian's "127.0.1.1 fqdn short" line put in place of
+ * the old one (or after 127.0.0.1); other lines stay as they were. */
+char *ci_hosts_update(const char *old, size_t len, const char *fqdn,
+		      const char *shortname)
+{
+	cleanup_free char *entry =
+	    fqdn && strcmp(fqdn, shortname)
+		? xasprintf("127.0.1.1\t%s %s\n", fqdn, shortname)
+		: xasprintf("127.0.1.1\t%s\n", shortname);
+	struct buf b;
+	bool placed = false;
+	const char *p = old, *end = old + len;
+
+	if (!len)
+		return xasprintf("127.0.0.1\tlocalhost\n%s"
+				 "::1\tlocalhost ip6-localhost ip6-loopback\n",
+				 entry);
+	buf_init(&b, 0);
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+		bool ours = str_has_prefix(p, "127.0.1.1") &&
+			    (p[9] == ' ' || p[9] == '\t');
+
+		if (!ours)
+			buf_append(&b, p, n, NULL);
+		if (!nl && !ours)
+			buf_append(&b, "\n", 1, NULL);
+		if (!placed && (ours || str_has_prefix(p, "127.0.0.1"))) {
+			buf_append(&b, entry, strlen(entry), NULL);
+			placed = true;
+		}
+		p += n;
+	}
+	if (!placed)
+		buf_append(&b, entry, strlen(entry), NULL);
+	return buf_steal(&b, NULL);
+}
+
+static int hostname_files(const struct ci_ctx *c, const char *name,
+			  const char *fqdn, const char *shortname,
+			  struct cerr *e)
+{
+	struct buf hosts;
+	cleanup_free char *line = xasprintf("%s\n", name);
+	cleanup_free char *text = NULL;
+
+	if (ci_write_file(c->rootfd, "etc/hostname", line, strlen(line), 0644,
+			  NULL, e) < 0)
+		return -1;
+	buf_init(&hosts, 1u << 20);
+	if (ci_read_file(c->rootfd, "etc/hosts", &hosts, e) < 0) {
+		if (e->code != ENOENT) {
+			buf_free(&hosts);
+			return -1;
+		}
+		cerr_clear(e);
+	}
+	text = ci_hosts_update(hosts.data ? hosts.data : "", hosts.len, fqdn,
+			       shortname);
+	buf_free(&hosts);
+	return ci_write_file(c->rootfd, "etc/hosts", text, strlen(text), 0644,
+			     NULL, e);
+}
+
+static int mod_hostname(const struct ci_ctx *c)
+{
+	cleanup_free char *shortname = NULL, *fqdn = NULL;
+	const char *name;
+	struct cerr e = {0};
+
+	if (ci_hostname_pick(c->cfg, c->meta, &shortname, &fqdn) < 0)
+		return 0;
+	name = c->cfg->prefer_fqdn && fqdn ? fqdn : shortname;
+	if (strlen(name) > 64) {
+		ci_log(LOG_ERROR, "hostname: '%s' is over 64 characters", name);
+		return -1;
+	}
+	if (hostname_files(c, name, fqdn, shortname, &e) < 0) {
+		ci_log(LOG_ERROR, "hostname: %s", e.msg);
+		return -1;
+	}
+	/* Only a real boot (or a test in its own UTS namespace that says
+	 * so) may change the running system's name. */
+	if ((c->host_root || c->o->set_hostname) &&
+	    sethostname(name, strlen(name)) < 0) {
+		ci_log(LOG_ERROR, "hostname: sethostname %s: %s", name,
+		       strerror(errno));
+		return -1;
+	}
+	ci_log(LOG_INFO, "hostname: %s (fqdn %s)", name, fqdn ? fqdn : "-");
+	return 0;
+}
+
+static bool want_hostname(const struct ci_ctx *c)
+{
+	return !c->cfg->preserve_hostname &&
+	       (c->cfg->hostname || c->cfg->fqdn ||
+		(c->meta && c->meta->hostname));
+}
+
+/* ---- commands and scripts ---- */
+
+static int run_cmds(const struct ci_ctx *c, const struct ci_cmd *v, size_t n,
+		    const char *what)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char label[64];
+		struct cerr e = {0};
+		int status;
+
+		snprintf(label, sizeof(label), "%s[%zu] (line %d)", what, i,
+			 v[i].line);
+		if (ci_exec(c, label, v[i].shell, v[i].argv, &status, &e) < 0 ||
+		    ci_exec_status(label, status, &e) < 0) {
+			ci_log(LOG_ERROR, "%s", e.msg);
+			failed++;
+		}
+	}
+	return failed ? -1 : 0;
+}
+
+static int mod_bootcmd(const struct ci_ctx *c)
+{
+	return run_cmds(c, c->cfg->bootcmd, c->cfg->n_bootcmd, "bootcmd");
+}
+
+static int mod_runcmd(const struct ci_ctx *c)
+{
+	return run_cmds(c, c->cfg->runcmd, c->cfg->n_runcmd, "runcmd");
+}
+
+/* Save a script under the state dir (a record, as cloud-init keeps) and
+ * run it from there; chrooted commands need it inside the root, so it is
+ * copied to ROOT/run/cell-cloudinit/ for the run. */
+static int run_script(const struct ci_ctx *c, const char *kind,
+		      const struct ci_script *s, struct cerr *e)
+{
+	cleanup_free char *rel = xasprintf("%s/%s", kind, s->name);
+	cleanup_free char *tmp = xasprintf("run/cell-cloudinit/%s", rel);
+	cleanup_free char *path = NULL;
+	bool chrooted = c->o->chroot_commands && !c->host_root;
+	char *argv[3] = {NULL, NULL, NULL};
+	int status, r;
+
+	if (ci_write_file(c->st->instfd, rel, s->body, s->len, 0700, NULL, e) <
+	    0)
+		return -1;
+	if (chrooted &&
+	    ci_write_file(c->rootfd, tmp, s->body, s->len, 0700, NULL, e) < 0)
+		return -1;
+	path = chrooted ? xasprintf("/%s", tmp)
+			: xasprintf("%s/instances/%s/%s", c->state_dir,
+				    c->st->iid_dir, rel);
+	/* Without a #! line the kernel cannot run it; a shell can. */
+	argv[0] = str_has_prefix(s->body, "#!") ? path : (char *)"/bin/sh";
+	argv[1] = str_has_prefix(s->body, "#!") ? NULL : path;
+	r = ci_exec(c, rel, NULL, argv, &status, e);
+	if (r == 0)
+		r = ci_exec_status(rel, status, e);
+	if (chrooted) {
+		struct cerr ignored;
+		const char *base;
+		int dfd =
+		    path_open_parent(c->rootfd, tmp, false, &base, &ignored);
+		if (dfd >= 0) {
+			unlinkat(dfd, base, 0);
+			close(dfd);
+		}
+	}
+	return r;
+}
+
+static int run_scripts(const struct ci_ctx *c, const char *kind,
+		       const struct ci_script *v, size_t n)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct cerr e = {0};
+		if (run_script(c, kind, &v[i], &e) < 0) {
+			ci_log(LOG_ERROR, "%s", e.msg);
+			failed++;
+		}
+	}
+	return failed ? -1 : 0;
+}
+
+static int mod_boothooks(const struct ci_ctx *c)
+{
+	return run_scripts(c, "boothooks", c->cfg->boothooks,
+			   c->cfg->n_boothooks);
+}
+
+static int mod_scripts(const struct ci_ctx *c)
+{
+	return run_scripts(c, "scripts", c->cfg->scripts, c->cfg->n_scripts);
+}
+
+/* ---- files and keys ---- */
+
+static int mod_write_files(const struct ci_ctx *c)
+{
+	return ci_write_files(c, c->cfg->files, c->cfg->n_files, false,
+			      "write_files");
+}
+
+static int mod_milpa_files(const struct ci_ctx *c)
+{
+	return ci_write_files(c, c->cfg->milpa, c->cfg->n_milpa, false,
+			      "milpa_files");
+}
+
+static int mod_deferred(const struct ci_ctx *c)
+{
+	int a = ci_write_files(c, c->cfg->files, c->cfg->n_files, true,
+			       "write_files (deferred)");
+	int b = ci_write_files(c, c->cfg->milpa, c->cfg->n_milpa, true,
+			       "milpa_files (deferred)");
+	return a < 0 || b < 0 ? -1 : 0;
+}
+
+static bool any_file(const struct ci_file *v, size_t n, bool deferred)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].defer == deferred)
+			return true;
+	return false;
+}
+
+static bool want_deferred(const struct ci_ctx *c)
+{
+	return any_file(c->cfg->files, c->cfg->n_files, true) ||
+	       any_file(c->cfg->milpa, c->cfg->n_milpa, true);
+}
+
+/* Top-level keys and the meta-data's public keys go to the default user
+ * (root unless --default-user), as cloud-init gives them to its own. */
+static int mod_ssh_keys(const struct ci_ctx *c)
+{
+	char **all = NULL;
+	size_t n = 0, cap = 0;
+	struct cerr e = {0};
+	int r;
+
+	for (char **k = c->cfg->ssh_keys; k && *k; k++)
+		*CI_PUSH(all, n, cap) = *k;
+	for (char **k = c->meta ? c->meta->keys : NULL; k && *k; k++)
+		*CI_PUSH(all, n, cap) = *k;
+	*CI_PUSH(all, n, cap) = NULL;
+	r = ci_authorize_keys(c->rootfd, c->o->default_user, all, &e);
+	if (r < 0)
+		ci_log(LOG_ERROR, "ssh_authorized_keys: %s", e.msg);
+	free(all);
+	return r;
+}
+
+static bool want_ssh_keys(const struct ci_ctx *c)
+{
+	return c->cfg->ssh_keys || (c->meta && c->meta->keys);
+}
+
+/* ---- final_message ---- */
+
+struct var {
+	const char *name;
+	const char *value;
+};
+
+/* Expand "$NAME" or "${NAME}" at p (cloud-init's basic templater); the
+ * number of characters used, 0 when p holds no known variable. */
+static size_t expand(struct buf *b, const char *p, const struct var *v,
+		     size_t n)
+{
+	bool brace = p[1] == '{';
+	const char *name = p + 1 + brace;
+
+	for (size_t k = 0; k < n; k++) {
+		size_t nl = strlen(v[k].name);
+		char next;
+
+		if (strncmp(name, v[k].name, nl))
+			continue;
+		next = name[nl]; /* safe: name has at least nl characters */
+		if (brace ? next != '}'
+			  : (isalnum((unsigned char)next) || next == '_'))
+			continue;
+		buf_append(b, v[k].value, strlen(v[k].value), NULL);
+		return 1 + nl + 2 * brace;
+	}
+	return 0;
+}
+
+char *ci_final_message(const char *tmpl, const char *iid, const char *ds,
+		       double uptime, time_t now)
+{
+	char stamp[64], up[32];
+	struct tm tm;
+	const struct var vars[] = {{"UPTIME", up},
+				   {"TIMESTAMP", stamp},
+				   {"INSTANCE_ID", iid},
+				   {"DATASOURCE", ds},
+				   {"VERSION", CELL_VERSION}};
+	struct buf b;
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%a, %d %b %Y %H:%M:%S +0000", &tm);
+	snprintf(up, sizeof(up), "%.2f", uptime);
+	buf_init(&b, 0);
+	for (const char *p = tmpl; *p;) {
+		size_t used =
+		    *p == '$' ? expand(&b, p, vars, ARRAY_SIZE(vars)) : 0;
+		if (used) {
+			p += used;
+			continue;
+		}
+		buf_append(&b, p++, 1, NULL);
+	}
+	return buf_steal(&b, NULL);
+}
+
+static double uptime_s(void)
+{
+	struct buf b;
+	double up = 0;
+
+	buf_init(&b, 256);
+	if (fs_read_file("/proc/uptime", &b, NULL) == 0)
+		up = strtod(b.data, NULL);
+	buf_free(&b);
+	return up;
+}
+
+static int mod_final_message(const struct ci_ctx *c)
+{
+	const char *tmpl = c->cfg->final_message
+			       ? c->cfg->final_message
+			       : "cell-cloudinit $VERSION finished at "
+				 "$TIMESTAMP. Datasource $DATASOURCE. Up "
+				 "$UPTIME seconds";
+	char *msg = ci_final_message(tmpl, c->st ? c->st->iid : "",
+				     c->datasource ? c->datasource : "none",
+				     uptime_s(), time(NULL));
+
+	ci_log(LOG_INFO, "%s", msg);
+	free(msg);
+	return 0;
+}
+
+/* ---- the table ---- */
+
+enum freq { ALWAYS, ONCE_AFTER, ONCE_BEFORE };
+
+static bool want_boothooks(const struct ci_ctx *c)
+{
+	return c->cfg->n_boothooks > 0;
+}
+static bool want_bootcmd(const struct ci_ctx *c)
+{
+	return c->cfg->n_bootcmd > 0;
+}
+static bool want_files(const struct ci_ctx *c)
+{
+	return any_file(c->cfg->files, c->cfg->n_files, false);
+}
+static bool want_milpa(const struct ci_ctx *c)
+{
+	return any_file(c->cfg->milpa, c->cfg->n_milpa, false);
+}
+static bool want_users(const struct ci_ctx *c)
+{
+	return c->cfg->n_users || c->cfg->n_groups;
+}
+static bool want_scripts(const struct ci_ctx *c)
+{
+	return c->cfg->n_scripts > 0;
+}
+static bool want_runcmd(const struct ci_ctx *c)
+{
+	return c->cfg->n_runcmd > 0;
+}
+static bool want_always(const struct ci_ctx *c)
+{
+	return true;
+}
+
+static const struct module {
+	const char *name;
+	enum freq freq;
+	bool (*want)(const struct ci_ctx *c);
+	int (*run)(const struct ci_ctx *c);
+} modules[] = {
+    {"boothooks", ALWAYS, want_boothooks, mod_boothooks},
+    {"bootcmd", ALWAYS, want_bootcmd, mod_bootcmd},
+    {"write_files", ONCE_AFTER, want_files, mod_write_files},
+    {"milpa_files", ONCE_AFTER, want_milpa, mod_milpa_files},
+    {"hostname", ONCE_AFTER, want_hostname, mod_hostname},
+    {"users_groups", ONCE_AFTER, want_users, ci_users_groups},
+    {"ssh_authorized_keys", ONCE_AFTER, want_ssh_keys, mod_ssh_keys},
+    {"write_files_deferred", ONCE_AFTER, want_deferred, mod_deferred},
+    {"scripts", ONCE_BEFORE, want_scripts, mod_scripts},
+    {"runcmd", ONCE_BEFORE, want_runcmd, mod_runcmd},
+    {"final_message", ALWAYS, want_always, mod_final_message},
+};
+
+static int run_module(struct ci_ctx *c, const struct module *m)
+{
+	struct cerr e = {0};
+	int r;
+
+	if (m->freq != ALWAYS && ci_state_done(c->st, m->name)) {
+		ci_log(LOG_DEBUG, "%s: already done for instance %s", m->name,
+		       c->st->iid);
+		return 1;
+	}
+	/* At-most-once modules are marked before they start. */
+	if (m->freq == ONCE_BEFORE && ci_state_mark(c->st, m->name, &e) < 0) {
+		ci_log(LOG_ERROR, "%s: %s; not run", m->name, e.msg);
+		return -1;
+	}
+	r = m->run(c);
+	if (r == 0 && m->freq == ONCE_AFTER &&
+	    ci_state_mark(c->st, m->name, &e) < 0) {
+		ci_log(LOG_ERROR, "%s: %s", m->name, e.msg);
+		r = -1;
+	}
+	if (r < 0)
+		ci_log(LOG_ERROR, "module %s failed", m->name);
+	return r;
+}
+
+int ci_apply(struct ci_ctx *c, struct ci_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	for (size_t i = 0; i < ARRAY_SIZE(modules); i++) {
+		int r;
+
+		if (!modules[i].want(c))
+			continue;
+		r = run_module(c, &modules[i]);
+		if (r > 0)
+			rep->skipped++;
+		else if (r < 0)
+			rep->failed++, rep->ran++;
+		else
+			rep->ran++;
+	}
+	return rep->failed ? -1 : 0;
+}

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo once per instance
