@@ -1,0 +1,886 @@
+/* The container init's side of a unit: what runs between clone() and
+ * execve() of the workload, and what `cell-monitor exec` uses to join a
+ * running unit.
+ *
+ * Setup is split as bubblewrap does it: ctr_plan_mounts() turns run.json
+ * into a list of mount operations (pure, unit-tested), ctr_apply_mounts()
+ * carries the list out. Every target is resolved beneath the rootfs with
+ * RESOLVE_IN_ROOT semantics, because the rootfs is image content: a symlink
+ * in it (absolute or climbing) must land inside the rootfs, never on the
+ * host. Mounts are made onto /proc/self/fd/N of the resolved target, so no
+ * path is looked up twice. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "path.h"
+#include "runtime.h"
+#include "util.h"
+
+#define MAX_SYMLINKS 40
+#define MAX_DEPTH 256
+#define DEFAULT_PATH                                                           \
+	"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+struct cell_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+/* ====================== resolution beneath the rootfs ======================
+ */
+
+static bool force_walk;
+
+void ctr_force_walk(bool on)
+{
+	force_walk = on;
+}
+
+/* Prepend a symlink's target to what is left of the path. */
+static int splice_link(char *rest, size_t restsz, const char *t, size_t tlen)
+{
+	size_t rl = strlen(rest);
+
+	if (tlen + 1 + rl + 1 > restsz) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memmove(rest + tlen + 1, rest, rl + 1);
+	memcpy(rest, t, tlen);
+	rest[tlen] = '/';
+	return 0;
+}
+
+struct walk {
+	int stack[MAX_DEPTH]; /* directory fds; [0] is the root */
+	int depth, links;
+	char rest[2 * PATH_MAX_INPUT]; /* what is left to walk */
+};
+
+static void walk_close(struct walk *w, int keep)
+{
+	int saved = errno;
+
+	for (int i = 0; i <= w->depth; i++)
+		if (w->stack[i] != keep)
+			close(w->stack[i]);
+	errno = saved;
+}
+
+/* Move the next component of w->rest into comp; 0 at the end. */
+static int next_comp(struct walk *w, char *comp, size_t sz, bool *last)
+{
+	char *p = w->rest;
+	size_t n;
+
+	while (*p == '/')
+		p++;
+	n = strcspn(p, "/");
+	if (n == 0)
+		return 0;
+	if (n >= sz)
+		return errno = ENAMETOOLONG, -1;
+	memcpy(comp, p, n);
+	comp[n] = '\0';
+	memmove(w->rest, p + n, strlen(p + n) + 1);
+	*last = w->rest[strspn(w->rest, "/")] == '\0';
+	return 1;
+}
+
+/* Splice the target of the symlink fd into what is left; an absolute
+ * target restarts at the root, never at the host's "/". */
+static int follow_link(struct walk *w, int fd)
+{
+	char link[PATH_MAX_INPUT];
+	ssize_t n = readlinkat(fd, "", link, sizeof(link));
+
+	close(fd);
+	if (n < 0)
+		return -1;
+	if ((size_t)n >= sizeof(link) || ++w->links > MAX_SYMLINKS)
+		return errno = ELOOP, -1;
+	if (splice_link(w->rest, sizeof(w->rest), link, (size_t)n) < 0)
+		return -1;
+	if (link[0] == '/')
+		while (w->depth > 0)
+			close(w->stack[w->depth--]);
+	return 0;
+}
+
+/* The fallback for kernels without openat2: a walk that keeps a stack of
+ * directory fds, so ".." and absolute symlinks stop at the root. Each
+ * component is opened O_PATH|O_NOFOLLOW and checked through its fd, so a
+ * swapped component cannot redirect the walk. Supports O_PATH lookups. */
+static int walk_in_root(int rootfd, const char *rel, int flags)
+{
+	struct walk w = {.depth = 0};
+	char comp[256];
+	bool last;
+	int r;
+
+	if (strlen(rel) >= sizeof(w.rest))
+		return errno = ENAMETOOLONG, -1;
+	memcpy(w.rest, rel, strlen(rel) + 1);
+	w.stack[0] = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (w.stack[0] < 0)
+		return -1;
+	while ((r = next_comp(&w, comp, sizeof(comp), &last)) > 0) {
+		struct stat st;
+		int fd;
+
+		if (!strcmp(comp, ".."))
+			if (w.depth > 0)
+				close(w.stack[w.depth--]);
+		if (!strcmp(comp, ".") || !strcmp(comp, ".."))
+			continue;
+		fd = openat(w.stack[w.depth], comp,
+			    O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			r = -1;
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		if (S_ISLNK(st.st_mode) && !(last && (flags & O_NOFOLLOW))) {
+			if ((r = follow_link(&w, fd)) < 0)
+				break;
+			continue;
+		}
+		if ((!last && !S_ISDIR(st.st_mode)) ||
+		    w.depth + 1 >= MAX_DEPTH) {
+			close(fd);
+			errno = w.depth + 1 >= MAX_DEPTH ? ELOOP : ENOTDIR;
+			r = -1;
+			break;
+		}
+		w.stack[++w.depth] = fd;
+	}
+	if (r == 0 && (flags & O_DIRECTORY)) {
+		struct stat st;
+		if (fstat(w.stack[w.depth], &st) < 0 || !S_ISDIR(st.st_mode)) {
+			errno = ENOTDIR;
+			r = -1;
+		}
+	}
+	walk_close(&w, r == 0 ? w.stack[w.depth] : -1);
+	return r == 0 ? w.stack[w.depth] : -1;
+}
+
+static int resolve(int rootfd, const char *rel, int flags)
+{
+	if (!force_walk) {
+		struct open_how how = {
+		    .flags = (uint64_t)(flags | O_CLOEXEC),
+		    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+		};
+		int fd, tries = 0;
+
+		do
+			fd = (int)syscall(SYS_openat2, rootfd, *rel ? rel : ".",
+					  &how, sizeof(how));
+		while (fd < 0 && errno == EAGAIN && ++tries < 16);
+		if (fd >= 0 || errno != ENOSYS)
+			return fd;
+	}
+	return walk_in_root(rootfd, rel, flags);
+}
+
+/* The directory that holds rel's last component, created as needed. */
+static int open_parent(int rootfd, const char *rel, const char **base,
+		       struct cerr *e)
+{
+	char parent[PATH_MAX_INPUT];
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : 0;
+
+	*base = slash ? slash + 1 : rel;
+	memcpy(parent, rel, n);
+	parent[n] = '\0';
+	return ctr_open_in_root(rootfd, parent, O_PATH | O_DIRECTORY, true, e);
+}
+
+int ctr_open_in_root(int rootfd, const char *rel, int flags, bool mkdirs,
+		     struct cerr *e)
+{
+	char clean[PATH_MAX_INPUT];
+	const char *base;
+	int fd;
+
+	if (path_clean(rel, clean, sizeof(clean), e) < 0)
+		return -1;
+	fd = resolve(rootfd, clean, flags);
+	if (fd >= 0 || errno != ENOENT || !mkdirs || !*clean) {
+		if (fd < 0)
+			cerr_sys(e, "/%s", clean);
+		return fd;
+	}
+	cleanup_close int pfd = open_parent(rootfd, clean, &base, e);
+	if (pfd < 0)
+		return -1;
+	if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkdir /%s", clean);
+	fd = resolve(rootfd, clean, flags);
+	if (fd < 0)
+		cerr_sys(e, "/%s", clean);
+	return fd;
+}
+
+/* A mount target: resolved, and created (a directory, or an empty file
+ * for a bind of a file) when missing. */
+static int ensure_target(int rootfd, const char *target, bool dir,
+			 struct cerr *e)
+{
+	char rel[PATH_MAX_INPUT];
+	const char *base;
+	int fd;
+
+	fd = ctr_open_in_root(rootfd, target, O_PATH, false, e);
+	if (fd >= 0 || e->code != ENOENT)
+		return fd;
+	if (dir)
+		return ctr_open_in_root(rootfd, target, O_PATH, true, e);
+	if (path_clean(target, rel, sizeof(rel), e) < 0 || !*rel)
+		return cerr_set(e, EINVAL, "bad target %s", target);
+	cleanup_close int pfd = open_parent(rootfd, rel, &base, e);
+	if (pfd < 0)
+		return -1;
+	fd = openat(pfd, base,
+		    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 && errno != EEXIST)
+		return cerr_sys(e, "create %s", target);
+	if (fd >= 0)
+		close(fd);
+	return ctr_open_in_root(rootfd, target, O_PATH, false, e);
+}
+
+/* ============================ the mount plan ============================ */
+
+#define MNT_BASE (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+static const struct mount_op base_ops[] = {
+    {MOP_MOUNT, "proc", "/proc", "proc", MNT_BASE, NULL, 0, 0, false},
+    {MOP_MOUNT, "tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_STRICTATIME,
+     "mode=755,size=65536k", 0, 0, false},
+    {MOP_MKNOD, "/dev/null", "/dev/null", NULL, 0, NULL, 1, 3, false},
+    {MOP_MKNOD, "/dev/zero", "/dev/zero", NULL, 0, NULL, 1, 5, false},
+    {MOP_MKNOD, "/dev/full", "/dev/full", NULL, 0, NULL, 1, 7, false},
+    {MOP_MKNOD, "/dev/random", "/dev/random", NULL, 0, NULL, 1, 8, false},
+    {MOP_MKNOD, "/dev/urandom", "/dev/urandom", NULL, 0, NULL, 1, 9, false},
+    {MOP_MKNOD, "/dev/tty", "/dev/tty", NULL, 0, NULL, 5, 0, false},
+    {MOP_MOUNT, "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+     "newinstance,ptmxmode=0666,mode=0620,gid=5", 0, 0, false},
+    {MOP_SYMLINK, "pts/ptmx", "/dev/ptmx", NULL, 0, NULL, 0, 0, false},
+    {MOP_SYMLINK, "/proc/self/fd", "/dev/fd", NULL, 0, NULL, 0, 0, false},
+    {MOP_SYMLINK, "/proc/self/fd/0", "/dev/stdin", NULL, 0, NULL, 0, 0, false},
+    {MOP_SYMLINK, "/proc/self/fd/1", "/dev/stdout", NULL, 0, NULL, 0, 0, false},
+    {MOP_SYMLINK, "/proc/self/fd/2", "/dev/stderr", NULL, 0, NULL, 0, 0, false},
+    {MOP_MOUNT, "shm", "/dev/shm", "tmpfs", MNT_BASE, "mode=1777,size=65536k",
+     0, 0, false},
+    {MOP_MOUNT, "mqueue", "/dev/mqueue", "mqueue", MNT_BASE, NULL, 0, 0, false},
+    {MOP_MOUNT, "sysfs", "/sys", "sysfs", MNT_BASE | MS_RDONLY, NULL, 0, 0,
+     false},
+};
+
+/* Docker's defaults: kernel interfaces a container has no business with
+ * are hidden, and the writable knobs of /proc made read-only. */
+static const char *const masked_paths[] = {
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+};
+static const char *const readonly_paths[] = {
+    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+};
+
+int ctr_plan_mounts(const struct run_config *c, struct mount_op **ops,
+		    size_t *n, struct cerr *e)
+{
+	size_t max = ARRAY_SIZE(base_ops) + c->n_mounts +
+		     ARRAY_SIZE(masked_paths) + ARRAY_SIZE(readonly_paths);
+	struct mount_op *o = xcalloc(max, sizeof(*o));
+	size_t k = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(base_ops); i++)
+		o[k++] = base_ops[i];
+	/* The unit's own mounts come after /dev and /proc exist, so that
+	 * one may target /dev/termination-log or a file in /proc. */
+	for (size_t i = 0; i < c->n_mounts; i++) {
+		const struct run_mount *m = &c->mounts[i];
+		bool bind = !strcmp(m->type, "bind");
+
+		if (m->target[0] != '/') {
+			free(o);
+			return cerr_set(e, EINVAL,
+					"mount target %s: not absolute",
+					m->target);
+		}
+		o[k++] = (struct mount_op){
+		    .kind = bind ? MOP_BIND : MOP_MOUNT,
+		    .source = m->source ? m->source : m->type,
+		    .target = m->target,
+		    .fstype = bind ? NULL : m->type,
+		    .flags = m->flags,
+		    .data = m->data,
+		};
+	}
+	/* Masks last, so that no mount of the unit can uncover them. */
+	for (size_t i = 0; i < ARRAY_SIZE(masked_paths); i++)
+		o[k++] = (struct mount_op){.kind = MOP_MASK,
+					   .target = masked_paths[i],
+					   .optional = true};
+	for (size_t i = 0; i < ARRAY_SIZE(readonly_paths); i++)
+		o[k++] = (struct mount_op){.kind = MOP_RDONLY,
+					   .target = readonly_paths[i],
+					   .optional = true};
+	*ops = o;
+	*n = k;
+	return 0;
+}
+
+/* ======================== carrying the plan out ======================== */
+
+static const char *fdpath(int fd, char *buf)
+{
+	snprintf(buf, 32, "/proc/self/fd/%d", fd);
+	return buf;
+}
+
+/* Flags a bind remount must keep (the kernel refuses to drop locked ones
+ * and silently clears the others). */
+static unsigned long kept_flags(int fd)
+{
+	struct statvfs sv;
+	unsigned long f = 0;
+
+	if (fstatvfs(fd, &sv) < 0)
+		return 0;
+	f |= (sv.f_flag & ST_NOSUID) ? MS_NOSUID : 0;
+	f |= (sv.f_flag & ST_NODEV) ? MS_NODEV : 0;
+	f |= (sv.f_flag & ST_NOEXEC) ? MS_NOEXEC : 0;
+	f |= (sv.f_flag & ST_NOATIME) ? MS_NOATIME : 0;
+	f |= (sv.f_flag & ST_NODIRATIME) ? MS_NODIRATIME : 0;
+	f |= (sv.f_flag & ST_RELATIME) ? MS_RELATIME : 0;
+	return f;
+}
+
+/* Apply MS_RDONLY/NOSUID/NODEV/NOEXEC to the bind mount now on target. A
+ * fresh lookup is needed: the fd used to mount still points below it. */
+static int remount_bind(int rootfd, const char *target, unsigned long flags,
+			struct cerr *e)
+{
+	cleanup_close int fd =
+	    ctr_open_in_root(rootfd, target, O_PATH, false, e);
+	unsigned long want =
+	    flags & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+	char p[32];
+
+	if (fd < 0)
+		return -1;
+	if (flags & MS_REC) {
+		/* Read-only all the way down where the kernel can (5.12+). */
+		struct cell_mount_attr a = {.attr_set =
+						((want & MS_RDONLY) ? 0x1 : 0) |
+						((want & MS_NOSUID) ? 0x2 : 0) |
+						((want & MS_NODEV) ? 0x4 : 0) |
+						((want & MS_NOEXEC) ? 0x8 : 0)};
+		if (syscall(SYS_mount_setattr, fd, "",
+			    AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) == 0)
+			return 0;
+		if (errno != ENOSYS)
+			return cerr_sys(e, "set attributes of %s", target);
+	}
+	if (mount(NULL, fdpath(fd, p), NULL,
+		  MS_BIND | MS_REMOUNT | want | kept_flags(fd), NULL) < 0)
+		return cerr_sys(e, "remount %s", target);
+	return 0;
+}
+
+static int op_mount(int rootfd, const struct mount_op *op, struct cerr *e)
+{
+	cleanup_close int fd = ensure_target(rootfd, op->target, true, e);
+	char p[32];
+
+	if (fd < 0)
+		return cerr_prefix(e, "mount %s", op->target);
+	if (mount(op->source, fdpath(fd, p), op->fstype, op->flags, op->data) ==
+	    0)
+		return 0;
+	if (!strcmp(op->fstype, "sysfs") && errno == EPERM) {
+		/* A network namespace we may not mount sysfs for: the
+		 * host's /sys, read-only, is the next best thing. */
+		if (mount("/sys", p, NULL, MS_BIND | MS_REC, NULL) == 0)
+			return remount_bind(rootfd, op->target,
+					    op->flags | MS_REC, e);
+	}
+	return cerr_sys(e, "mount %s", op->target);
+}
+
+static int op_bind(int rootfd, const struct mount_op *op, struct cerr *e)
+{
+	struct stat st;
+	cleanup_close int fd = -1;
+	char p[32];
+
+	if (stat(op->source, &st) < 0)
+		return cerr_sys(e, "bind %s", op->source);
+	fd = ensure_target(rootfd, op->target, S_ISDIR(st.st_mode), e);
+	if (fd < 0)
+		return cerr_prefix(e, "bind %s", op->source);
+	if (mount(op->source, fdpath(fd, p), NULL,
+		  MS_BIND | (op->flags & MS_REC), NULL) < 0)
+		return cerr_sys(e, "bind %s on %s", op->source, op->target);
+	if (op->flags & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC))
+		return remount_bind(rootfd, op->target, op->flags, e);
+	return 0;
+}
+
+/* The parent directory of an absolute target; *base points into rel. */
+static int open_target_parent(int rootfd, const char *target, char *rel,
+			      const char **base, struct cerr *e)
+{
+	if (path_clean(target, rel, PATH_MAX_INPUT, e) < 0 || !*rel)
+		return cerr_set(e, EINVAL, "bad target %s", target);
+	return open_parent(rootfd, rel, base, e);
+}
+
+/* mknod as root in the init user namespace; a bind of the host's node
+ * where mknod is refused (a user namespace, a devices cgroup). */
+static int op_mknod(int rootfd, const struct mount_op *op, struct cerr *e)
+{
+	char rel[PATH_MAX_INPUT];
+	const char *base;
+	cleanup_close int pfd =
+	    open_target_parent(rootfd, op->target, rel, &base, e);
+
+	if (pfd < 0)
+		return cerr_prefix(e, "mknod %s", op->target);
+	if (mknodat(pfd, base, S_IFCHR | 0666,
+		    makedev(op->dev_major, op->dev_minor)) == 0 ||
+	    errno == EEXIST)
+		return 0;
+	if (errno != EPERM)
+		return cerr_sys(e, "mknod %s", op->target);
+	struct mount_op b = {
+	    .kind = MOP_BIND, .source = op->source, .target = op->target};
+	return op_bind(rootfd, &b, e);
+}
+
+static int op_symlink(int rootfd, const struct mount_op *op, struct cerr *e)
+{
+	char rel[PATH_MAX_INPUT];
+	const char *base;
+	cleanup_close int pfd =
+	    open_target_parent(rootfd, op->target, rel, &base, e);
+
+	if (pfd < 0)
+		return cerr_prefix(e, "symlink %s", op->target);
+	if (symlinkat(op->source, pfd, base) < 0 && errno != EEXIST)
+		return cerr_sys(e, "symlink %s", op->target);
+	return 0;
+}
+
+/* A missing optional target is fine: not every kernel has every file. */
+static int open_optional(int rootfd, const struct mount_op *op, int *fd,
+			 struct cerr *e)
+{
+	*fd = ctr_open_in_root(rootfd, op->target, O_PATH, false, e);
+	if (*fd < 0 && e->code == ENOENT && op->optional) {
+		cerr_clear(e);
+		return 0;
+	}
+	return *fd < 0 ? -1 : 1;
+}
+
+static int op_mask(int rootfd, const struct mount_op *op, struct cerr *e)
+{
+	cleanup_close int fd = -1;
+	struct stat st;
+	char p[32];
+	int rc = open_optional(rootfd, op, &fd, e);
+
+	if (rc <= 0)
+		return rc;
+	if (fstat(fd, &st) < 0)
+		return cerr_sys(e, "mask %s", op->target);
+	if (S_ISDIR(st.st_mode))
+		rc = mount("tmpfs", fdpath(fd, p), "tmpfs", MS_RDONLY, NULL);
+	else
+		rc = mount("/dev/null", fdpath(fd, p), NULL, MS_BIND, NULL);
+	if (rc < 0)
+		return cerr_sys(e, "mask %s", op->target);
+	return 0;
+}
+
+static int op_rdonly(int rootfd, const struct mount_op *op, struct cerr *e)
+{
+	cleanup_close int fd = -1;
+	char p[32];
+	int rc = open_optional(rootfd, op, &fd, e);
+
+	if (rc <= 0)
+		return rc;
+	if (mount(fdpath(fd, p), p, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return cerr_sys(e, "bind %s read-only", op->target);
+	return remount_bind(rootfd, op->target, MS_RDONLY | MS_REC, e);
+}
+
+int ctr_apply_mounts(int rootfd, const struct mount_op *ops, size_t n,
+		     struct cerr *e)
+{
+	static int (*const run[])(int, const struct mount_op *,
+				  struct cerr *) = {
+	    [MOP_MOUNT] = op_mount, [MOP_BIND] = op_bind,
+	    [MOP_MKNOD] = op_mknod, [MOP_SYMLINK] = op_symlink,
+	    [MOP_MASK] = op_mask,   [MOP_RDONLY] = op_rdonly,
+	};
+
+	for (size_t i = 0; i < n; i++)
+		if (run[ops[i].kind](rootfd, &ops[i], e) < 0)
+			return -1;
+	return 0;
+}
+
+/* ===================== credentials and capabilities ===================== */
+
+static uint64_t cap_mask(char *const *names)
+{
+	uint64_t m = 0;
+
+	for (size_t i = 0; names && names[i]; i++) {
+		char low[64];
+		cap_value_t v;
+		size_t k;
+
+		for (k = 0; names[i][k] && k + 1 < sizeof(low); k++)
+			low[k] = (char)tolower((unsigned char)names[i][k]);
+		low[k] = '\0';
+		if (cap_from_name(low, &v) == 0 && v >= 0 && v < 64)
+			m |= 1ULL << v;
+	}
+	return m;
+}
+
+static int set_caps(uint64_t want, uint64_t ambient, struct cerr *e)
+{
+	cap_t c = cap_init();
+	int rc = 0;
+
+	for (cap_value_t v = 0; v < 64; v++) {
+		if (!(want & (1ULL << v)))
+			continue;
+		cap_set_flag(c, CAP_PERMITTED, 1, &v, CAP_SET);
+		cap_set_flag(c, CAP_EFFECTIVE, 1, &v, CAP_SET);
+		/* Inheritable only where ambient needs it (the lesson of
+		 * CVE-2022-24769). */
+		if (ambient & (1ULL << v))
+			cap_set_flag(c, CAP_INHERITABLE, 1, &v, CAP_SET);
+	}
+	if (cap_set_proc(c) < 0)
+		rc = cerr_sys(e, "set capabilities");
+	cap_free(c);
+	return rc;
+}
+
+int ctr_set_creds(const struct run_config *c, struct cerr *e)
+{
+	uint64_t want = cap_mask(c->caps), amb = cap_mask(c->ambient_caps);
+	gid_t groups[RUN_MAX_GROUPS];
+
+	/* The bounding set first, while CAP_SETPCAP is still ours. */
+	for (int v = 0; v < 64; v++)
+		if (!(want & (1ULL << v)) &&
+		    prctl(PR_CAPBSET_DROP, v, 0, 0, 0) < 0 && errno != EINVAL)
+			return cerr_sys(e, "drop capability %d", v);
+	for (size_t i = 0; i < c->n_groups; i++)
+		groups[i] = c->groups[i];
+	/* Keep permitted capabilities across the uid change; capset below
+	 * trims them to the final set. */
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+		return cerr_sys(e, "keep capabilities");
+	if (setgroups(c->n_groups, groups) < 0)
+		return cerr_sys(e, "setgroups");
+	if (setresgid(c->gid, c->gid, c->gid) < 0)
+		return cerr_sys(e, "setgid %u", c->gid);
+	if (setresuid(c->uid, c->uid, c->uid) < 0)
+		return cerr_sys(e, "setuid %u", c->uid);
+	if (set_caps(want, amb, e) < 0)
+		return -1;
+	prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
+	    errno != EINVAL)
+		return cerr_sys(e, "clear ambient capabilities");
+	for (int v = 0; v < 64; v++)
+		if ((amb & (1ULL << v)) &&
+		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, v, 0, 0) < 0)
+			return cerr_sys(e, "raise ambient capability %d", v);
+	if (c->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return cerr_sys(e, "no_new_privs");
+	return 0;
+}
+
+/* ================================ exec ================================ */
+
+static const char *env_get(char *const *env, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; env && env[i]; i++)
+		if (!strncmp(env[i], name, n) && env[i][n] == '=')
+			return env[i] + n + 1;
+	return NULL;
+}
+
+int ctr_execvpe(char *const *argv, char *const *env, struct cerr *e)
+{
+	const char *file = argv[0], *path = env_get(env, "PATH");
+	bool eacces = false;
+
+	if (strchr(file, '/')) {
+		execve(file, argv, env);
+		return cerr_sys(e, "exec %s", file);
+	}
+	if (!path)
+		path = DEFAULT_PATH;
+	for (const char *d = path;; d++) {
+		size_t dl = strcspn(d, ":");
+		char full[PATH_MAX_INPUT];
+
+		if (dl + strlen(file) + 3 <= sizeof(full)) {
+			/* An empty PATH element means the current directory. */
+			if (dl)
+				snprintf(full, sizeof(full), "%.*s/%s", (int)dl,
+					 d, file);
+			else
+				snprintf(full, sizeof(full), "./%s", file);
+			execve(full, argv, env);
+			if (errno == EACCES)
+				eacces = true;
+			else if (errno != ENOENT && errno != ENOTDIR &&
+				 errno != ESTALE && errno != ENODEV)
+				return cerr_sys(e, "exec %s", full);
+		}
+		d += dl;
+		if (!*d)
+			break;
+	}
+	if (eacces)
+		return cerr_set(e, EACCES, "exec %s: Permission denied", file);
+	return cerr_set(e, ENOENT,
+			"exec %s: executable file not found in $PATH", file);
+}
+
+/* ========================== the container init ========================== */
+
+static int setup_root(const struct run_config *c, struct cerr *e)
+{
+	cleanup_free struct mount_op *ops = NULL;
+	cleanup_close int rootfd = -1, cwdfd = -1;
+	size_t n;
+
+	/* Nothing done here may reach the host's mount tree; and host
+	 * unmounts still propagate in until pivot_root drops the rest. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return cerr_sys(e, "make / a slave mount");
+	if (mount(c->rootfs, c->rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return cerr_sys(e, "bind rootfs %s", c->rootfs);
+	rootfd = open(c->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return cerr_sys(e, "open rootfs %s", c->rootfs);
+	if (ctr_plan_mounts(c, &ops, &n, e) < 0 ||
+	    ctr_apply_mounts(rootfd, ops, n, e) < 0)
+		return -1;
+	/* The working directory is created when missing, as Docker does. */
+	cwdfd = ctr_open_in_root(rootfd, c->cwd, O_PATH | O_DIRECTORY, true, e);
+	if (cwdfd < 0)
+		return cerr_prefix(e, "working directory");
+	if (fchdir(rootfd) < 0)
+		return cerr_sys(e, "chdir rootfs");
+	/* pivot_root(".", "."): the old root ends up on top of the new one
+	 * and is detached at once, with every host mount below it. */
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return cerr_sys(e, "pivot_root %s", c->rootfs);
+	if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		return cerr_sys(e, "detach the old root");
+	if (c->readonly_rootfs &&
+	    mount(NULL, "/", NULL,
+		  MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(rootfd),
+		  NULL) < 0)
+		return cerr_sys(e, "remount / read-only");
+	return 0;
+}
+
+static void reset_signals(void)
+{
+	sigset_t all;
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &dfl, NULL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+}
+
+static int child_setup(const struct ctr_child_args *a, struct cerr *e)
+{
+	const struct run_config *c = a->cfg;
+	int fd;
+
+	if (a->netns_fd >= 0 && setns(a->netns_fd, CLONE_NEWNET) < 0)
+		return cerr_sys(e, "join network namespace %s", c->netns_path);
+	if (a->ipcns_fd >= 0 && setns(a->ipcns_fd, CLONE_NEWIPC) < 0)
+		return cerr_sys(e, "join IPC namespace %s", c->ipc_ns_path);
+	umask(0);
+	if (setup_root(c, e) < 0)
+		return -1;
+	umask(022);
+	if (c->hostname && sethostname(c->hostname, strlen(c->hostname)) < 0)
+		return cerr_sys(e, "sethostname");
+	/* The monitor protects itself from the OOM killer; the unit must
+	 * not inherit that. */
+	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t w = write(fd, "0", 1);
+		(void)w; /* best effort: an older kernel may refuse */
+		close(fd);
+	}
+	if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 ||
+	    dup2(a->stderr_fd, 2) < 0)
+		return cerr_sys(e, "set up stdio");
+	if (ctr_set_creds(c, e) < 0)
+		return -1;
+	if (chdir(c->cwd) < 0)
+		return cerr_sys(e, "chdir %s", c->cwd);
+	/* Only 0, 1, 2 reach the workload; the sync socket closes on exec,
+	 * which is how the monitor learns that exec succeeded. */
+	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+	return 0;
+}
+
+static __attribute__((noreturn)) void child_fail(int fd, const struct cerr *e)
+{
+	size_t n = strnlen(e->msg, sizeof(e->msg));
+
+	if (write(fd, e->msg, n) < 0)
+		_exit(126);
+	_exit(127);
+}
+
+void ctr_child(const struct ctr_child_args *a)
+{
+	struct cerr e = {0};
+	char go;
+
+	/* A monitor that dies takes its container along. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* The monitor's end of the socket came along with clone(); with it
+	 * open here, a dead monitor would never read as EOF. */
+	close(a->peer_fd);
+	reset_signals();
+	/* Wait until the monitor has put us into the unit's cgroup; EOF
+	 * means it died before that. */
+	if (read(a->sync_fd, &go, 1) != 1)
+		_exit(127);
+	if (child_setup(a, &e) < 0)
+		child_fail(a->sync_fd, &e);
+	ctr_execvpe(a->cfg->argv, a->cfg->env, &e);
+	child_fail(a->sync_fd, &e);
+}
+
+/* ======================= joining a running unit ======================= */
+
+void ctr_exec_child(const struct run_config *c, char *const *argv,
+		    char *const *env, const char *cwd, int sync_fd, int peer_fd)
+{
+	struct cerr e = {0};
+
+	/* The command dies with its `cell-monitor exec` (a probe that
+	 * timed out is killed that way). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	close(peer_fd);
+	reset_signals();
+	if (ctr_set_creds(c, &e) < 0)
+		child_fail(sync_fd, &e);
+	if (chdir(cwd) < 0) {
+		cerr_sys(&e, "chdir %s", cwd);
+		child_fail(sync_fd, &e);
+	}
+	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+	ctr_execvpe(argv, env, &e);
+	child_fail(sync_fd, &e);
+}
+
+int ctr_join_namespaces(pid_t pid, uint64_t start_time, struct cerr *e)
+{
+	static const struct {
+		const char *name;
+		int type;
+	} ns[] = {{"ipc", CLONE_NEWIPC},
+		  {"uts", CLONE_NEWUTS},
+		  {"net", CLONE_NEWNET},
+		  {"pid", CLONE_NEWPID},
+		  {"mnt", CLONE_NEWNS}};
+	int fds[ARRAY_SIZE(ns)];
+	int rc = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pid, ns[i].name);
+		fds[i] = open(p, O_RDONLY | O_CLOEXEC);
+		if (fds[i] < 0 && rc == 0)
+			rc = cerr_sys(e, "open %s", p);
+	}
+	/* Opened first, checked second: the fds cannot change identity,
+	 * a pid could. */
+	if (rc == 0 && proc_start_time(pid) != start_time)
+		rc = cerr_set(e, ESRCH, "unit is not running");
+	for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
+		char self[64];
+		struct stat a, b;
+
+		snprintf(self, sizeof(self), "/proc/self/ns/%s", ns[i].name);
+		/* Joining a namespace we are already in is skipped (the mnt
+		 * namespace refuses it on some kernels). */
+		bool same = fds[i] >= 0 && fstat(fds[i], &a) == 0 &&
+			    stat(self, &b) == 0 && a.st_ino == b.st_ino &&
+			    a.st_dev == b.st_dev;
+		if (rc == 0 && !same && setns(fds[i], ns[i].type) < 0)
+			rc = cerr_sys(e, "join %s namespace", ns[i].name);
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	return rc;
+}

@@ -1,0 +1,1152 @@
+/* cell-monitor: the single-threaded helper that sets a unit up and stays as
+ * its monitor, and the agent's side of the protocol with it.
+ *
+ * The monitor is an explicit state machine driven by one poll loop:
+ *
+ *   state \ event   output     SIGTERM        timer     SIGCHLD(init)
+ *   RUNNING         log it     TERM → init,   -         → EXITED
+ *                              arm timer
+ *   STOPPING        log it     KILL at once   KILL      → EXITED
+ *   EXITED          log it     ignored        -         -
+ *
+ * EXITED ends when both pipes reach EOF (or a short deadline passes, should
+ * something outside the unit hold them); then exit.json is written and the
+ * monitor exits 0. Signals arrive through a signalfd, so nothing runs in a
+ * signal handler. A SIGTERM sent with sigqueue() carries the grace period
+ * in its value; a plain kill(1) uses run.json's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "fsutil.h"
+#include "log.h"
+#include "runtime.h"
+#include "util.h"
+
+extern char **environ;
+
+#define STATE_MAX (64u << 10)
+#define REPORT_MAX 2048
+#define DRAIN_MS 5000 /* pipes held open by something outside the unit */
+#define START_TIMEOUT_MS 120000
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Field 3 (state) and 22 (starttime) of /proc/<pid>/stat; the command name
+ * in field 2 may hold spaces and parentheses, so parsing starts after the
+ * last ')'. */
+static uint64_t proc_stat(pid_t pid, char *state)
+{
+	char p[64], b[1024], *s;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	b[n] = '\0';
+	s = strrchr(b, ')');
+	if (!s || sscanf(s + 2,
+			 "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 state, &start) != 2)
+		return 0;
+	return start;
+}
+
+uint64_t proc_start_time(pid_t pid)
+{
+	char state;
+
+	return proc_stat(pid, &state);
+}
+
+void monitor_decide_exit(int wstatus, int64_t oom_kills,
+			 struct unit_runtime_state *st)
+{
+	if (WIFSIGNALED(wstatus)) {
+		st->signal = WTERMSIG(wstatus);
+		st->exit_code = 128 + st->signal;
+	} else {
+		st->signal = 0;
+		st->exit_code = WEXITSTATUS(wstatus);
+	}
+	st->oom_killed = oom_kills > 0;
+	free(st->reason);
+	/* An OOM kill that the unit survived (a child of it died, the
+	 * unit exited 0) does not turn a success into a failure. */
+	st->reason = xstrdup(st->exit_code == 0 ? "Completed"
+			     : st->oom_killed	? "OOMKilled"
+						: "Error");
+	st->exited = true;
+}
+
+/* Write name in dir through a temporary file and rename(2). No fsync: the
+ * files must survive the agent or the monitor dying, which rename gives;
+ * a machine that reboots has lost its units anyway. */
+static int write_atomic(const char *dir, const char *name, const char *text,
+			struct cerr *e)
+{
+	cleanup_free char *tmp = xasprintf("%s/.%s.tmp", dir, name);
+	cleanup_free char *dst = xasprintf("%s/%s", dir, name);
+	cleanup_close int fd = open(
+	    tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+
+	if (fd < 0)
+		return cerr_sys(e, "create %s", tmp);
+	if (fs_write_all(fd, text, strlen(text)) < 0) {
+		cerr_sys(e, "write %s", tmp);
+		unlink(tmp);
+		return -1;
+	}
+	if (rename(tmp, dst) < 0) {
+		cerr_sys(e, "rename %s", tmp);
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+/* One line to whoever waits for us; the fd is closed after it. */
+static void report(int *fd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void report(int *fd, const char *fmt, ...)
+{
+	char line[REPORT_MAX];
+	va_list ap;
+	int n;
+
+	if (*fd < 0)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	for (int i = 0; i < n; i++)
+		if (line[i] == '\n')
+			line[i] = ' ';
+	line[n++] = '\n';
+	if (fs_write_all(*fd, line, (size_t)n) < 0)
+		log_warn("report to the agent: %s", strerror(errno));
+	close(*fd);
+	*fd = -1;
+}
+
+/* =============================== run mode =============================== */
+
+struct monitor {
+	char *dir;
+	struct run_config cfg;
+	struct cgroup cg;
+	struct crilog log;
+	int sync_fd, sigfd, timerfd;
+	int out_fd, err_fd; /* read ends of the unit's stdout and stderr */
+	pid_t init;
+	uint64_t init_start;
+	bool init_done, stopping;
+	int wstatus;
+	int64_t started_ns, finished_ns;
+	int64_t drain_until; /* monotonic ms */
+};
+
+static int64_t mono_ms(void)
+{
+	return (int64_t)(now_ns() / 1000000);
+}
+
+/* Leave the agent: a new session (no terminal, no group the agent's
+ * killer could take along), and a fork so that the agent is not our parent
+ * and never has to reap us. The first process exits at once. */
+static int detach(struct cerr *e)
+{
+	pid_t pid;
+
+	if (setsid() < 0 && getpgrp() != getpid())
+		return cerr_sys(e, "setsid");
+	pid = fork();
+	if (pid < 0)
+		return cerr_sys(e, "fork");
+	if (pid > 0)
+		_exit(0);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		return cerr_sys(e, "become a subreaper");
+	umask(022);
+	if (chdir("/") < 0)
+		return cerr_sys(e, "chdir /");
+	return 0;
+}
+
+/* One monitor per unit directory, and one run per monitor. */
+static int claim_dir(struct monitor *m, struct cerr *e)
+{
+	cleanup_free char *lock = xasprintf("%s/monitor.lock", m->dir);
+	cleanup_free char *st = xasprintf("%s/state.json", m->dir);
+	cleanup_free char *ex = xasprintf("%s/exit.json", m->dir);
+	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return cerr_sys(e, "open %s", lock);
+	/* The fd stays open (and locked) for the monitor's life. */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return cerr_set(e, EBUSY, "unit %s already has a monitor",
+				m->dir);
+	if (fs_exists(st) || fs_exists(ex))
+		return cerr_set(e, EEXIST,
+				"unit %s has already run; a new run needs a "
+				"new unit directory",
+				m->dir);
+	return 0;
+}
+
+static int load_config(const char *dir, struct run_config *c, struct cerr *e)
+{
+	cleanup_free char *p = xasprintf("%s/run.json", dir);
+	struct buf b;
+	int rc;
+
+	buf_init(&b, RUNCONFIG_MAX);
+	rc = fs_read_file(p, &b, e);
+	if (rc == 0)
+		rc = runconfig_parse(b.data, b.len, c, e);
+	buf_free(&b);
+	if (rc < 0)
+		return cerr_prefix(e, "run.json");
+	if (c->tty)
+		return cerr_set(e, ENOTSUP, "tty units are not supported yet");
+	return 0;
+}
+
+/* The OOM killer should pick a unit's process, never its monitor (the
+ * container init resets this for itself). */
+static void protect_from_oom(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (write(fd, "-999", 4) < 0)
+		log_debug("oom_score_adj: %s", strerror(errno));
+	close(fd);
+}
+
+static int setup_signals(struct monitor *m, struct cerr *e)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGQUIT);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return cerr_sys(e, "sigprocmask");
+	signal(SIGPIPE, SIG_IGN);
+	m->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	m->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (m->sigfd < 0 || m->timerfd < 0)
+		return cerr_sys(e, "signalfd");
+	return 0;
+}
+
+static int setup_cgroup(struct monitor *m, struct cerr *e)
+{
+	const char *root = getenv("CELL_CGROUP_ROOT");
+	cleanup_free char *self = NULL;
+	struct cg_layout l;
+	struct cg_limits lim = {m->cfg.memory_limit, m->cfg.cpu_quota,
+				m->cfg.pids_limit};
+	int rc;
+
+	/* Test seam and delegation: nest below our own cgroups instead of
+	 * the hierarchy roots. */
+	if (getenv("CELL_CGROUP_NEST")) {
+		struct buf b;
+		buf_init(&b, 1u << 16);
+		if (fs_read_file("/proc/self/cgroup", &b, e) < 0)
+			return -1;
+		self = buf_steal(&b, NULL);
+	}
+	if (cg_detect(root && *root ? root : "/sys/fs/cgroup", self, &l, e) < 0)
+		return cerr_prefix(e, "cgroup");
+	rc = cg_create(&l, m->cfg.cgroup_path, &lim, &m->cg, e);
+	cg_layout_free(&l);
+	if (rc < 0)
+		return cerr_prefix(e, "cgroup %s", m->cfg.cgroup_path);
+	return 0;
+}
+
+static int setup_log(struct monitor *m, struct cerr *e)
+{
+	cleanup_free char *dir = xstrdup(m->cfg.log_path);
+	char *slash = strrchr(dir, '/');
+
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (fs_mkdir_p(dir, 0755, e) < 0)
+			return cerr_prefix(e, "log directory");
+	}
+	return crilog_open(&m->log, m->cfg.log_path, m->cfg.log_max_bytes, e);
+}
+
+static int open_ns(const char *path, int *fd, struct cerr *e)
+{
+	*fd = -1;
+	if (!path)
+		return 0;
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return cerr_sys(e, "open namespace %s", path);
+	return 0;
+}
+
+/* Read the child's verdict: EOF with nothing written means its exec
+ * succeeded (the socket is close-on-exec). */
+static int child_verdict(int fd, char *msg, size_t sz)
+{
+	size_t n = 0;
+
+	for (;;) {
+		ssize_t r = read(fd, msg + n, sz - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || n + (size_t)r >= sz - 1) {
+			n += r > 0 ? (size_t)r : 0;
+			break;
+		}
+		n += (size_t)r;
+	}
+	msg[n] = '\0';
+	return n ? -1 : 0;
+}
+
+struct spawn_fds {
+	int sock[2];	    /* [0] monitor, [1] child */
+	int out[2], err[2]; /* pipes */
+	int devnull, netns, ipcns, pidns;
+	int own_pidns; /* to go back to once the init is born */
+};
+
+static void close_fds(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+static int open_spawn_fds(const struct run_config *c, struct spawn_fds *f,
+			  struct cerr *e)
+{
+	memset(f, 0xff, sizeof(*f)); /* every fd -1 */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sock) < 0 ||
+	    pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->err, O_CLOEXEC) < 0)
+		return cerr_sys(e, "pipe");
+	f->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (f->devnull < 0)
+		return cerr_sys(e, "open /dev/null");
+	if (open_ns(c->netns_path, &f->netns, e) < 0 ||
+	    open_ns(c->ipc_ns_path, &f->ipcns, e) < 0 ||
+	    open_ns(c->pid_ns_path, &f->pidns, e) < 0)
+		return -1;
+	/* Joining a PID namespace applies to our children: the init will
+	 * be born in it. */
+	if (f->pidns >= 0 &&
+	    (open_ns("/proc/self/ns/pid", &f->own_pidns, e) < 0 ||
+	     setns(f->pidns, CLONE_NEWPID) < 0))
+		return cerr_sys(e, "join PID namespace %s", c->pid_ns_path);
+	return 0;
+}
+
+static pid_t clone_init(const struct run_config *c, struct spawn_fds *f,
+			struct cerr *e)
+{
+	unsigned long flags = CLONE_NEWNS | CLONE_NEWUTS | SIGCHLD;
+	pid_t pid;
+
+	flags |= f->pidns < 0 ? CLONE_NEWPID : 0;
+	flags |= f->ipcns < 0 ? CLONE_NEWIPC : 0;
+	/* The raw syscall has fork() semantics (no new stack), which is
+	 * safe here: the monitor has one thread. */
+	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+	if (pid < 0)
+		return cerr_sys(e, "clone");
+	if (pid == 0) {
+		struct ctr_child_args a = {
+		    .cfg = c,
+		    .sync_fd = f->sock[1],
+		    .peer_fd = f->sock[0],
+		    .stdin_fd = f->devnull,
+		    .stdout_fd = f->out[1],
+		    .stderr_fd = f->err[1],
+		    .netns_fd = f->netns,
+		    .ipcns_fd = f->ipcns,
+		};
+		ctr_child(&a);
+	}
+	return pid;
+}
+
+/* Clone the init, put it into the cgroup, let it set itself up and exec.
+ * msg gets the container's own error when that fails. */
+static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
+{
+	struct spawn_fds f;
+	int rc = -1;
+
+	msg[0] = '\0';
+	if (open_spawn_fds(&m->cfg, &f, e) < 0)
+		goto out;
+	m->init = clone_init(&m->cfg, &f, e);
+	/* Back to our own PID namespace for children: a process whose
+	 * children would be born elsewhere cannot even create a thread. */
+	if (f.own_pidns >= 0 && setns(f.own_pidns, CLONE_NEWPID) < 0)
+		log_warn("return to our PID namespace: %s", strerror(errno));
+	if (m->init < 0)
+		goto out;
+	close_fds((int[]){f.sock[1], f.out[1], f.err[1]}, 3);
+	f.sock[1] = f.out[1] = f.err[1] = -1;
+	m->init_start = proc_start_time(m->init);
+	if (cg_enter(&m->cg, m->init, e) < 0) {
+		kill(m->init, SIGKILL);
+		goto out;
+	}
+	if (write(f.sock[0], "g", 1) != 1) {
+		cerr_sys(e, "start the container init");
+		goto out;
+	}
+	if (child_verdict(f.sock[0], msg, msgsz) < 0) {
+		cerr_set(e, EIO, "%s", msg);
+		goto out;
+	}
+	m->started_ns = wall_ns();
+	m->out_fd = steal_fd(&f.out[0]);
+	m->err_fd = steal_fd(&f.err[0]);
+	rc = 0;
+out:
+	close_fds((int *)&f, sizeof(f) / sizeof(int));
+	return rc;
+}
+
+static int write_state(struct monitor *m, struct cerr *e)
+{
+	struct unit_runtime_state st = {
+	    .monitor_pid = getpid(),
+	    .monitor_start = proc_start_time(getpid()),
+	    .container_pid = m->init,
+	    .container_start = m->init_start,
+	    .started_at_ns = m->started_ns,
+	};
+	cleanup_free char *text = NULL;
+	char *dirs[CG_MAX_DIRS + 1] = {0};
+
+	for (size_t i = 0; i < m->cg.n; i++)
+		dirs[i] = m->cg.dirs[i];
+	st.cgroups = dirs;
+	text = runstate_to_json(&st);
+	return write_atomic(m->dir, "state.json", text, e);
+}
+
+static void write_exit(struct monitor *m, struct unit_runtime_state *st)
+{
+	cleanup_free char *text = NULL;
+	struct cerr e = {0};
+
+	st->started_at_ns = m->started_ns;
+	st->finished_at_ns = m->finished_ns ? m->finished_ns : wall_ns();
+	text = runexit_to_json(st);
+	if (write_atomic(m->dir, "exit.json", text, &e) < 0)
+		log_error("%s", e.msg);
+}
+
+/* ---- the loop ---- */
+
+static void kill_unit(struct monitor *m)
+{
+	struct cerr e = {0};
+
+	if (!m->init_done)
+		kill(m->init, SIGKILL);
+	/* A shared PID namespace does not die with our init: the cgroup
+	 * finds the rest. */
+	if (cg_kill_all(&m->cg, &e) < 0)
+		log_warn("%s", e.msg);
+}
+
+static void begin_stop(struct monitor *m, int grace)
+{
+	struct itimerspec t = {.it_value = {grace, 0}};
+
+	if (m->init_done)
+		return;
+	if (m->stopping || grace <= 0) {
+		log_info("stop: SIGKILL");
+		kill_unit(m);
+		return;
+	}
+	log_info("stop: SIGTERM, SIGKILL in %d s", grace);
+	m->stopping = true;
+	kill(m->init, SIGTERM);
+	timerfd_settime(m->timerfd, 0, &t, NULL);
+}
+
+static void reap(struct monitor *m)
+{
+	int status;
+	pid_t pid;
+
+	/* As the subreaper we may inherit orphans: reap them all. */
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (pid != m->init || m->init_done)
+			continue;
+		m->init_done = true;
+		m->wstatus = status;
+		m->finished_ns = wall_ns();
+		m->drain_until = mono_ms() + DRAIN_MS;
+		kill_unit(m);
+	}
+}
+
+static void on_signals(struct monitor *m)
+{
+	struct signalfd_siginfo si;
+
+	while (read(m->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGCHLD:
+			reap(m);
+			break;
+		case SIGTERM:
+		case SIGINT:
+			begin_stop(m, si.ssi_code == SI_QUEUE
+					  ? si.ssi_int
+					  : (int)m->cfg.grace_seconds);
+			break;
+		default: /* SIGHUP, SIGQUIT: the monitor stays */
+			break;
+		}
+	}
+}
+
+static void on_output(struct monitor *m, int *fd, enum crilog_stream s)
+{
+	char b[65536];
+	ssize_t n = read(*fd, b, sizeof(b));
+	struct cerr e = {0};
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		close(*fd);
+		*fd = -1;
+		return;
+	}
+	if (crilog_write(&m->log, s, b, (size_t)n, &e) < 0)
+		log_warn("%s", e.msg);
+}
+
+static void loop(struct monitor *m)
+{
+	for (;;) {
+		struct pollfd p[] = {{m->sigfd, POLLIN, 0},
+				     {m->timerfd, POLLIN, 0},
+				     {m->out_fd, POLLIN, 0},
+				     {m->err_fd, POLLIN, 0}};
+		int timeout = -1;
+
+		if (m->init_done) {
+			if (m->out_fd < 0 && m->err_fd < 0)
+				return;
+			timeout = (int)(m->drain_until - mono_ms());
+			if (timeout <= 0) {
+				log_warn("unit output still open after exit");
+				return;
+			}
+		}
+		if (poll(p, ARRAY_SIZE(p), timeout) < 0 && errno != EINTR)
+			return;
+		if (p[0].revents)
+			on_signals(m);
+		if (p[1].revents) {
+			uint64_t x;
+			if (read(m->timerfd, &x, sizeof(x)) > 0)
+				kill_unit(m);
+		}
+		/* Output before exit: EOF comes after the data. */
+		if (p[2].revents)
+			on_output(m, &m->out_fd, CRILOG_STDOUT);
+		if (p[3].revents)
+			on_output(m, &m->err_fd, CRILOG_STDERR);
+	}
+}
+
+static void finish(struct monitor *m)
+{
+	struct unit_runtime_state st = {0};
+	struct cerr e = {0};
+
+	monitor_decide_exit(m->wstatus, cg_oom_kills(&m->cg), &st);
+	write_exit(m, &st);
+	log_info("unit %s: %s, exit code %d", m->cfg.id, st.reason,
+		 st.exit_code);
+	runtime_state_free(&st);
+	if (cg_destroy(&m->cg, &e) < 0)
+		log_warn("%s", e.msg);
+	if (m->log.dropped)
+		log_warn("%llu bytes of output lost to log write errors",
+			 (unsigned long long)m->log.dropped);
+}
+
+/* A failure before the workload ran: exit.json says StartError, the agent
+ * hears the message, nothing is left behind. */
+static int start_failed(struct monitor *m, const struct cerr *err,
+			bool dir_claimed)
+{
+	struct unit_runtime_state st = {.exit_code = 128};
+
+	log_error("%s", err->msg);
+	if (m->init > 0) {
+		kill(m->init, SIGKILL);
+		waitpid(m->init, NULL, 0);
+	}
+	if (m->cg.n) {
+		cg_kill_all(&m->cg, NULL);
+		cg_destroy(&m->cg, NULL);
+	}
+	if (dir_claimed) {
+		st.reason = xstrdup("StartError");
+		st.message = xstrdup(err->msg);
+		write_exit(m, &st);
+		runtime_state_free(&st);
+	}
+	report(&m->sync_fd, "error %d %s", err->code, err->msg);
+	return 1;
+}
+
+static void monitor_free(struct monitor *m)
+{
+	crilog_close(&m->log);
+	cg_free(&m->cg);
+	runconfig_free(&m->cfg);
+	free(m->dir);
+}
+
+int monitor_run(const char *unit_dir, int sync_fd)
+{
+	struct monitor m = {.sync_fd = sync_fd,
+			    .sigfd = -1,
+			    .timerfd = -1,
+			    .out_fd = -1,
+			    .err_fd = -1,
+			    .log = {.fd = -1}};
+	struct cerr e = {0};
+	char msg[REPORT_MAX];
+	int rc = 0;
+
+	m.dir = realpath(unit_dir, NULL);
+	if (!m.dir) {
+		cerr_sys(&e, "unit directory %s", unit_dir);
+		return start_failed(&m, &e, false);
+	}
+	if (detach(&e) < 0 || claim_dir(&m, &e) < 0) {
+		rc = start_failed(&m, &e, false);
+		goto out;
+	}
+	protect_from_oom();
+	if (load_config(m.dir, &m.cfg, &e) < 0 || setup_signals(&m, &e) < 0 ||
+	    setup_log(&m, &e) < 0 || setup_cgroup(&m, &e) < 0 ||
+	    spawn(&m, msg, sizeof(msg), &e) < 0 || write_state(&m, &e) < 0) {
+		rc = start_failed(&m, &e, true);
+		goto out;
+	}
+	report(&m.sync_fd, "ok %d", (int)getpid());
+	log_info("unit %s: started, init pid %d", m.cfg.id, (int)m.init);
+	loop(&m);
+	finish(&m);
+out:
+	monitor_free(&m);
+	return rc;
+}
+
+/* ============================== exec mode ============================== */
+
+/* The unit's environment with extra entries added or replacing. */
+static char **merge_env(char *const *base, char *const *extra)
+{
+	size_t nb = strv_len(base), ne = strv_len(extra), n = 0;
+	char **v = xcalloc(nb + ne + 1, sizeof(char *));
+
+	for (size_t i = 0; i < nb; i++) {
+		size_t kl = strcspn(base[i], "=");
+		bool replaced = false;
+		for (size_t k = 0; k < ne && !replaced; k++)
+			replaced = !strncmp(extra[k], base[i], kl) &&
+				   extra[k][kl] == '=';
+		if (!replaced)
+			v[n++] = xstrdup(base[i]);
+	}
+	for (size_t k = 0; k < ne; k++)
+		v[n++] = xstrdup(extra[k]);
+	return v;
+}
+
+static int block_forwarded(sigset_t *set)
+{
+	static const int sigs[] = {SIGTERM, SIGINT,  SIGHUP,   SIGQUIT,
+				   SIGUSR1, SIGUSR2, SIGWINCH, SIGCHLD};
+
+	sigemptyset(set);
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		sigaddset(set, sigs[i]);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, set, NULL) < 0)
+		return -1;
+	return signalfd(-1, set, SFD_CLOEXEC);
+}
+
+/* Pass signals on to the command until it exits; its status is ours. */
+static int forward_until_exit(int sigfd, pid_t child)
+{
+	struct signalfd_siginfo si;
+	int status;
+
+	while (read(sigfd, &si, sizeof(si)) == sizeof(si) || errno == EINTR) {
+		if (si.ssi_signo != SIGCHLD) {
+			kill(child, (int)si.ssi_signo);
+			continue;
+		}
+		pid_t r = waitpid(child, &status, WNOHANG);
+		if (r == child)
+			return WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+						   : WEXITSTATUS(status);
+	}
+	return 255;
+}
+
+/* Join the unit: its cgroups first (so that everything forked below is
+ * counted and killed with the unit), then its namespaces. */
+static int join_unit(const char *dir, struct run_config *c, struct cerr *e)
+{
+	struct unit_runtime_state st = {0};
+	struct cgroup cg;
+	int rc = -1;
+
+	if (load_config(dir, c, e) < 0 || runtime_read_state(dir, &st, e) < 0)
+		goto out;
+	if (!st.started || st.exited) {
+		cerr_set(e, ESRCH, "unit is not running");
+		goto out;
+	}
+	cg_from_dirs(&cg, st.cgroups);
+	rc = cg_enter(&cg, getpid(), e);
+	cg_free(&cg);
+	if (rc == 0)
+		rc = ctr_join_namespaces(st.container_pid, st.container_start,
+					 e);
+out:
+	runtime_state_free(&st);
+	return rc;
+}
+
+int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
+		 char *const *env, const char *cwd)
+{
+	struct run_config c = {0};
+	struct cerr e = {0};
+	cleanup_close int sigfd = -1;
+	char **full_env = NULL, msg[REPORT_MAX];
+	int sock[2] = {-1, -1}, rc = 127;
+	sigset_t set;
+	pid_t pid;
+
+	if (join_unit(unit_dir, &c, &e) < 0)
+		goto fail;
+	sigfd = block_forwarded(&set);
+	if (sigfd < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
+		cerr_sys(&e, "exec setup");
+		goto fail;
+	}
+	full_env = merge_env(c.env, env);
+	/* Fork: a PID namespace applies to children only. */
+	pid = fork();
+	if (pid < 0) {
+		cerr_sys(&e, "fork");
+		goto fail;
+	}
+	if (pid == 0)
+		ctr_exec_child(&c, argv, full_env, cwd ? cwd : c.cwd, sock[1],
+			       sock[0]);
+	close(sock[1]);
+	sock[1] = -1;
+	if (child_verdict(sock[0], msg, sizeof(msg)) < 0) {
+		waitpid(pid, NULL, 0);
+		cerr_set(&e, EIO, "%s", msg);
+		goto fail;
+	}
+	report(&sync_fd, "ok %d", (int)getpid());
+	rc = forward_until_exit(sigfd, pid);
+	goto out;
+fail:
+	log_error("%s", e.msg);
+	report(&sync_fd, "error %d %s", e.code, e.msg);
+out:
+	close_fds(sock, 2);
+	strv_free(full_env);
+	runconfig_free(&c);
+	return rc;
+}
+
+/* ========================= the agent's side ========================= */
+
+/* Duplicate fd above the stdio range, close-on-exec: the spawn's dup2s can
+ * then never clobber one another, and nothing leaks to other children the
+ * agent's threads spawn meanwhile. */
+static int high_dup(int fd)
+{
+	return fcntl(fd, F_DUPFD_CLOEXEC, 10);
+}
+
+/* posix_spawn (vfork+exec: nothing runs in between, so it is safe in a
+ * threaded process) with stdio[0..2] (-1: /dev/null) and the write end of
+ * a fresh pipe as fd 3; *rd gets its read end. */
+static pid_t spawn_helper(const char *bin, const char **argv,
+			  const int stdio[3], bool new_session, int *rd,
+			  struct cerr *e)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	int p[2], hi[4] = {-1, -1, -1, -1}, rc;
+	sigset_t none, all;
+	pid_t pid = -1;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return cerr_sys(e, "pipe");
+	hi[3] = high_dup(p[1]);
+	close(p[1]);
+	posix_spawn_file_actions_init(&fa);
+	for (int i = 0; i < 3; i++) {
+		if (stdio[i] >= 0 && (hi[i] = high_dup(stdio[i])) >= 0)
+			posix_spawn_file_actions_adddup2(&fa, hi[i], i);
+		else
+			posix_spawn_file_actions_addopen(
+			    &fa, i, "/dev/null", i ? O_WRONLY : O_RDONLY, 0);
+	}
+	posix_spawn_file_actions_adddup2(&fa, hi[3], 3);
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	posix_spawnattr_setflags(
+	    &at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+		     (new_session ? POSIX_SPAWN_SETSID : 0));
+	rc = posix_spawn(&pid, bin, &fa, &at, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close_fds(hi, 4);
+	if (rc != 0) {
+		close(p[0]);
+		errno = rc;
+		return cerr_sys(e, "spawn %s", bin);
+	}
+	*rd = p[0];
+	return pid;
+}
+
+/* The helper's one line: "ok <pid>" or "error <errno> <message>". */
+static pid_t read_report(int fd, struct cerr *e)
+{
+	char line[REPORT_MAX];
+	size_t n = 0;
+	int code = 0, off = 0;
+
+	while (n < sizeof(line) - 1) {
+		struct pollfd p = {fd, POLLIN, 0};
+		int r = poll(&p, 1, START_TIMEOUT_MS);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			return cerr_set(e, ETIMEDOUT,
+					"no report from "
+					"cell-monitor in %d s",
+					START_TIMEOUT_MS / 1000);
+		ssize_t k = read(fd, line + n, sizeof(line) - 1 - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	line[n] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	if (!strncmp(line, "ok ", 3))
+		return (pid_t)strtol(line + 3, NULL, 10);
+	if (sscanf(line, "error %d %n", &code, &off) >= 1 && off > 0)
+		return cerr_set(e, code, "%s", line + off);
+	return cerr_set(e, EIO, "cell-monitor ended without a report%s%s",
+			n ? ": " : "", line);
+}
+
+pid_t runtime_start(const char *monitor_bin, const char *unit_dir,
+		    struct cerr *e)
+{
+	cleanup_free char *logp = xasprintf("%s/monitor.log", unit_dir);
+	const char *argv[] = {monitor_bin, "run",    "--sync-fd",
+			      "3",	   unit_dir, NULL};
+	cleanup_close int logfd = -1, rd = -1;
+	pid_t first, pid;
+	int status;
+
+	logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0)
+		return cerr_sys(e, "open %s", logp);
+	first = spawn_helper(monitor_bin, argv, (int[]){-1, logfd, logfd}, true,
+			     &rd, e);
+	if (first < 0)
+		return -1;
+	/* The first process forks the monitor and exits at once. A
+	 * supervisor that reaps every child may beat us to it: ECHILD. */
+	while (waitpid(first, &status, 0) < 0 && errno == EINTR)
+		;
+	pid = read_report(rd, e);
+	if (pid < 0)
+		return cerr_prefix(e, "start %s", unit_dir);
+	return pid;
+}
+
+static int read_json_file(const char *dir, const char *name,
+			  int (*parse)(const char *, size_t,
+				       struct unit_runtime_state *,
+				       struct cerr *),
+			  struct unit_runtime_state *st, struct cerr *e)
+{
+	cleanup_free char *p = xasprintf("%s/%s", dir, name);
+	struct buf b;
+	int rc;
+
+	buf_init(&b, STATE_MAX);
+	rc = fs_read_file(p, &b, e);
+	if (rc < 0 && e->code == ENOENT) {
+		buf_free(&b);
+		return 0;
+	}
+	if (rc == 0)
+		rc = parse(b.data, b.len, st, e);
+	buf_free(&b);
+	return rc < 0 ? -1 : 1;
+}
+
+/* A monitor holds monitor.lock from before it reads run.json until it
+ * exits: a held lock without state.json means setup is under way. */
+static bool monitor_starting(const char *unit_dir)
+{
+	cleanup_free char *p = xasprintf("%s/monitor.lock", unit_dir);
+	cleanup_close int fd = open(p, O_RDONLY | O_CLOEXEC);
+
+	return fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 &&
+	       errno == EWOULDBLOCK;
+}
+
+int runtime_read_state(const char *unit_dir, struct unit_runtime_state *st,
+		       struct cerr *e)
+{
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (read_json_file(unit_dir, "state.json", runstate_parse, st, e) < 0)
+		goto fail;
+	rc = read_json_file(unit_dir, "exit.json", runexit_parse, st, e);
+	if (rc < 0)
+		goto fail;
+	if (!st->started && rc == 0)
+		return monitor_starting(unit_dir)
+			   ? cerr_set(e, EAGAIN, "unit %s is starting",
+				      unit_dir)
+			   : cerr_set(e, ENOENT, "unit %s has not started",
+				      unit_dir);
+	if (st->exited || runtime_monitor_alive(st))
+		return 0;
+	/* The monitor may have written exit.json just before it went. */
+	rc = read_json_file(unit_dir, "exit.json", runexit_parse, st, e);
+	if (rc < 0)
+		goto fail;
+	if (rc == 0) {
+		st->exited = st->monitor_lost = true;
+		st->exit_code = 128 + SIGKILL;
+		st->signal = SIGKILL;
+		st->reason = xstrdup("Error");
+		st->message =
+		    xstrdup("cell-monitor died; the unit died with it");
+		st->finished_at_ns = wall_ns();
+	}
+	return 0;
+fail:
+	runtime_state_free(st);
+	return -1;
+}
+
+bool runtime_monitor_alive(const struct unit_runtime_state *st)
+{
+	char state = 0;
+
+	return st->started && st->monitor_pid > 0 &&
+	       proc_stat(st->monitor_pid, &state) == st->monitor_start &&
+	       st->monitor_start != 0 && state != 'Z' && state != 'X';
+}
+
+int runtime_pidfd(const struct unit_runtime_state *st, struct cerr *e)
+{
+	int fd;
+
+	if (!st->started)
+		return cerr_set(e, ESRCH, "unit has not started");
+	fd = (int)syscall(SYS_pidfd_open, st->monitor_pid, 0);
+	if (fd < 0)
+		return cerr_sys(e, "pidfd_open %d", (int)st->monitor_pid);
+	/* The pidfd pins the process; the start time proves it is ours. */
+	if (!runtime_monitor_alive(st)) {
+		close(fd);
+		return cerr_set(e, ESRCH, "monitor %d is gone",
+				(int)st->monitor_pid);
+	}
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
+int runtime_stop(const char *unit_dir, int grace_seconds, struct cerr *e)
+{
+	struct unit_runtime_state st;
+	siginfo_t si;
+	int fd, rc = 0;
+
+	if (runtime_read_state(unit_dir, &st, e) < 0)
+		return -1;
+	if (st.exited) {
+		runtime_state_free(&st);
+		return 0;
+	}
+	fd = runtime_pidfd(&st, e);
+	runtime_state_free(&st);
+	if (fd < 0)
+		return e->code == ESRCH ? 0 : -1;
+	/* sigqueue semantics: SI_QUEUE carries the grace to the monitor. */
+	memset(&si, 0, sizeof(si));
+	si.si_signo = SIGTERM;
+	si.si_code = SI_QUEUE;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	si.si_value.sival_int = grace_seconds;
+	if (syscall(SYS_pidfd_send_signal, fd, SIGTERM,
+		    grace_seconds < 0 ? NULL : &si, 0) < 0 &&
+	    errno != ESRCH)
+		rc = cerr_sys(e, "signal the monitor of %s", unit_dir);
+	close(fd);
+	return rc;
+}
+
+int runtime_cleanup(const char *unit_dir, struct cerr *e)
+{
+	struct unit_runtime_state st;
+	struct cgroup cg;
+	int rc;
+
+	if (runtime_read_state(unit_dir, &st, e) < 0)
+		return e->code == ENOENT ? 0 : -1;
+	if (runtime_monitor_alive(&st)) {
+		runtime_state_free(&st);
+		return cerr_set(e, EBUSY, "the monitor of %s is running",
+				unit_dir);
+	}
+	cg_from_dirs(&cg, st.cgroups);
+	runtime_state_free(&st);
+	rc = cg_kill_all(&cg, e);
+	if (rc == 0)
+		rc = cg_destroy(&cg, e);
+	cg_free(&cg);
+	return rc;
+}
+
+pid_t runtime_exec(const char *monitor_bin, const char *unit_dir,
+		   const struct exec_opts *o, struct cerr *e)
+{
+	size_t na = strv_len(o->argv), ne = strv_len(o->env), k = 0;
+	cleanup_free const char **argv =
+	    xcalloc(na + 2 * ne + 10, sizeof(char *));
+	cleanup_close int rd = -1;
+	pid_t pid, ok;
+
+	if (o->tty)
+		return cerr_set(e, ENOTSUP, "exec with a tty is not supported");
+	if (na == 0)
+		return cerr_set(e, EINVAL, "exec: no command");
+	argv[k++] = monitor_bin;
+	argv[k++] = "exec";
+	argv[k++] = "--sync-fd";
+	argv[k++] = "3";
+	for (size_t i = 0; i < ne; i++) {
+		argv[k++] = "--env";
+		argv[k++] = o->env[i];
+	}
+	if (o->cwd) {
+		argv[k++] = "--cwd";
+		argv[k++] = o->cwd;
+	}
+	argv[k++] = unit_dir;
+	argv[k++] = "--";
+	for (size_t i = 0; i < na; i++)
+		argv[k++] = o->argv[i];
+	pid = spawn_helper(monitor_bin, argv,
+			   (int[]){o->stdin_fd, o->stdout_fd, o->stderr_fd},
+			   false, &rd, e);
+	if (pid < 0)
+		return -1;
+	ok = read_report(rd, e);
+	if (ok < 0) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return -1;
+	}
+	return pid;
+}

@@ -1,0 +1,379 @@
+/* The container runtime: what the agent's supervisor uses to start, watch,
+ * stop and exec into units, and what cell-monitor (the single-threaded
+ * helper that sets a unit up and stays as its monitor) is built from.
+ *
+ * Process model (docs/agent-runtime.md has the long version):
+ *
+ *   cell-agent ──posix_spawn──▶ cell-monitor run ──fork──▶ monitor
+ *   (threaded)                  (exits at once)            │
+ * clone(NEWNS|NEWPID| ▼  NEWUTS|NEWIPC) container init
+ *
+ * The monitor is never the agent's child (it is forked away and lives in its
+ * own session), so an agent crash or restart leaves it and its container
+ * alone; everything the agent needs later is in the unit directory:
+ *
+ *   run.json     written by the agent (atomically) before runtime_start
+ *   state.json   written by the monitor once the workload has been exec'd
+ *   exit.json    written by the monitor when the unit is over (or failed to
+ *                start); the monitor exits right after
+ *   monitor.log  the monitor's own diagnostics
+ *   monitor.lock flock()ed by the live monitor: one monitor per unit dir
+ *
+ * A unit directory holds exactly one run: the monitor refuses a directory
+ * that already has state.json or exit.json, which is what makes "nothing is
+ * started twice" hold across agent restarts. */
+#ifndef CELL_RUNTIME_H
+#define CELL_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "err.h"
+
+/* ======================= run.json: the unit's recipe =======================
+ */
+
+#define RUNCONFIG_MAX (1u << 20) /* run.json cap */
+#define RUN_MAX_GROUPS 256
+#define RUN_MAX_MOUNTS 256
+#define RUN_MAX_ARGS 65536 /* argv and env entries each */
+
+/* Mount flags in run.json's "options" ("ro", "nosuid", "nodev", "noexec",
+ * "rbind") map onto these MS_* bits. */
+struct run_mount {
+	char *source;	     /* host path for "bind"; a name for others */
+	char *target;	     /* absolute path inside the container */
+	char *type;	     /* "bind", "tmpfs", "proc", "mqueue", … */
+	unsigned long flags; /* MS_RDONLY MS_NOSUID MS_NODEV MS_NOEXEC MS_REC */
+	char *data;	     /* fs options ("size=64m,mode=1777") or NULL */
+};
+
+struct run_config {
+	char *id;     /* for messages and the cgroup leaf only */
+	char *rootfs; /* absolute path of the unpacked image */
+	bool readonly_rootfs;
+	char **argv;	   /* argv[0] is searched in the container's PATH */
+	char **env;	   /* "NAME=value", passed as is */
+	char *cwd;	   /* absolute, inside the container; "/" by default */
+	uint32_t uid, gid; /* numeric, already resolved by the agent */
+	uint32_t *groups;  /* supplementary groups */
+	size_t n_groups;
+	/* The final capability set ("CAP_CHOWN", …): it becomes the bounding,
+	 * permitted and effective sets. A non-root uid loses them at exec
+	 * unless they are also listed as ambient. */
+	char **caps;
+	char **ambient_caps; /* subset of caps */
+	bool no_new_privs;
+	char *hostname;	   /* NULL: the host's name, copied into the new
+			      UTS namespace */
+	char *netns_path;  /* NULL: stay in the monitor's net namespace */
+	char *pid_ns_path; /* NULL: a new PID namespace */
+	char *ipc_ns_path; /* NULL: a new IPC namespace */
+	struct run_mount *mounts;
+	size_t n_mounts;
+	char *cgroup_path;     /* relative: "cell/<pod>/<unit>" */
+	int64_t memory_limit;  /* bytes, 0 = none */
+	int64_t cpu_quota;     /* millicores, 0 = none */
+	int64_t pids_limit;    /* 0 = none */
+	char *log_path;	       /* CRI log file (absolute) */
+	int64_t log_max_bytes; /* rotate to log_path.1 beyond this; 0 never */
+	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
+	bool tty;	       /* not supported yet: must be false */
+};
+
+/* Parse run.json. Pure: no system calls, so it is fuzzed. Every field is
+ * checked (absolute paths without "..", known capability names, sane
+ * numbers) so that the monitor can trust the struct. */
+int runconfig_parse(const char *buf, size_t len, struct run_config *out,
+		    struct cerr *e);
+/* The canonical JSON text of c (caller frees). */
+char *runconfig_to_json(const struct run_config *c);
+void runconfig_free(struct run_config *c);
+
+/* ================= state.json and exit.json: what happened =================
+ */
+
+struct unit_runtime_state {
+	bool started; /* state.json was written */
+	pid_t monitor_pid;
+	uint64_t monitor_start; /* /proc/<pid>/stat starttime: detects reuse */
+	pid_t container_pid;	/* the container init, in the host's PID ns */
+	uint64_t container_start;
+	int64_t started_at_ns; /* wall clock of the workload's exec */
+	char **cgroups;	       /* the unit's cgroup directories */
+	bool exited;	       /* exit.json was written (or the monitor died) */
+	int exit_code;	       /* 128+N for a signal N */
+	int signal;	       /* 0 unless killed by a signal */
+	bool oom_killed;
+	char *reason;  /* Completed Error OOMKilled StartError */
+	char *message; /* StartError's text, or NULL */
+	int64_t finished_at_ns;
+	bool monitor_lost; /* no exit.json and the monitor is gone */
+};
+
+int runstate_parse(const char *buf, size_t len, struct unit_runtime_state *st,
+		   struct cerr *e);
+int runexit_parse(const char *buf, size_t len, struct unit_runtime_state *st,
+		  struct cerr *e);
+char *runstate_to_json(const struct unit_runtime_state *st);
+char *runexit_to_json(const struct unit_runtime_state *st);
+/* Everything above in one object, for `cell-monitor state`. */
+char *runtime_status_json(const struct unit_runtime_state *st, bool alive);
+void runtime_state_free(struct unit_runtime_state *st);
+
+/* ===================== the agent's side (client API) ===================== */
+
+/* Start the unit whose run.json is in unit_dir: spawn `monitor_bin run` and
+ * wait until it reports. Returns the monitor's pid once the workload has
+ * been exec'd. A setup failure returns -1 with the container's own message
+ * ("exec /bin/nope: No such file or directory", "mount /proc: …"); the
+ * monitor has then written exit.json (reason StartError) and is gone. Safe
+ * to call from a threaded process: nothing runs between fork and exec. */
+pid_t runtime_start(const char *monitor_bin, const char *unit_dir,
+		    struct cerr *e);
+/* What the monitor wrote. ENOENT when neither state.json nor exit.json is
+ * there yet, EAGAIN while a monitor is still setting the unit up (an agent
+ * that restarted in the middle of runtime_start must wait, not start it
+ * again). When the monitor died without writing exit.json the result is
+ * exited with monitor_lost set, exit_code 137 and reason "Error". */
+int runtime_read_state(const char *unit_dir, struct unit_runtime_state *st,
+		       struct cerr *e);
+/* True while the monitor described by st is running (pid and start time
+ * both match, so a reused pid is not mistaken for it). */
+bool runtime_monitor_alive(const struct unit_runtime_state *st);
+/* A pidfd for the monitor (readable when it exits), for the agent's event
+ * loop; ESRCH when it is gone. */
+int runtime_pidfd(const struct unit_runtime_state *st, struct cerr *e);
+/* Ask the monitor to stop the unit: SIGTERM to the container init, SIGKILL
+ * after grace_seconds (< 0: run.json's grace; 0: SIGKILL at once). Returns
+ * without waiting; watch the pidfd or poll runtime_read_state. A unit that
+ * has already exited is not an error. */
+int runtime_stop(const char *unit_dir, int grace_seconds, struct cerr *e);
+/* Remove what a dead monitor left behind (its cgroups), killing anything
+ * still in them. Harmless when there is nothing to do. */
+int runtime_cleanup(const char *unit_dir, struct cerr *e);
+
+struct exec_opts {
+	char *const *argv; /* searched in the unit's PATH */
+	char *const *env;  /* "NAME=value" added to (or replacing in) the
+			      unit's environment; NULL for none */
+	const char *cwd;   /* NULL: the unit's working directory */
+	bool tty;	   /* not supported yet */
+	int stdin_fd, stdout_fd, stderr_fd; /* -1: /dev/null */
+};
+/* Run a command inside a running unit (its namespaces, cgroups, uid, gid,
+ * groups, capabilities and no_new_privs) through `monitor_bin exec`.
+ * Returns the pid of that process (a child of the caller) once the command
+ * has been exec'd; it exits with the command's status (128+N for a signal).
+ * -1 with the reason ("exec nope: executable file not found in $PATH",
+ * "unit is not running") otherwise. */
+pid_t runtime_exec(const char *monitor_bin, const char *unit_dir,
+		   const struct exec_opts *o, struct cerr *e);
+
+/* ======================= CRI log files (crilog.c) ======================= */
+
+/* Records are `<RFC3339Nano UTC> <stdout|stderr> <F|P> <text>\n`: F ends a
+ * line, P is a piece of one (a line longer than CRILOG_CHUNK, or the end of
+ * a read without a newline yet). */
+#define CRILOG_CHUNK 16384
+
+enum crilog_stream { CRILOG_STDOUT = 0, CRILOG_STDERR = 1 };
+
+struct crilog {
+	char *path;
+	int fd;
+	int64_t max_bytes; /* 0: never rotate */
+	int64_t size;
+	int64_t (*clock)(void); /* wall clock in ns; tests inject one */
+	uint64_t dropped;	/* bytes lost to write errors (disk full) */
+};
+
+int crilog_open(struct crilog *l, const char *path, int64_t max_bytes,
+		struct cerr *e);
+/* Append what a stream produced. Never buffers: complete lines become F
+ * records, a trailing piece becomes a P record at once. Rotates (path →
+ * path.1) before a record that would take the file past max_bytes. */
+int crilog_write(struct crilog *l, enum crilog_stream s, const char *p,
+		 size_t n, struct cerr *e);
+void crilog_close(struct crilog *l);
+/* "2006-01-02T15:04:05.123456789Z" (always 9 digits); out has 40 bytes. */
+void crilog_format_time(int64_t ns, char *out);
+/* RFC 3339 with optional fraction and Z or ±hh:mm; -1 when malformed. */
+int crilog_parse_time(const char *s, size_t n, int64_t *ns);
+
+/* A reassembled line: P records joined with the F that ends them. */
+struct crilog_line {
+	int64_t ts_ns; /* of the line's first record */
+	enum crilog_stream stream;
+	bool partial; /* the file ended before the line did */
+	const char *text;
+	size_t len;
+};
+typedef int (*crilog_line_fn)(const struct crilog_line *ln, void *ud);
+/* Call fn for every line of path.1 (when with_rotated) and then path. A
+ * malformed record is skipped; fn returning < 0 stops the walk. */
+int crilog_foreach(const char *path, bool with_rotated, crilog_line_fn fn,
+		   void *ud, struct cerr *e);
+
+enum crilog_format {
+	CRILOG_PLAIN,	   /* the text, as the workload wrote it */
+	CRILOG_TIMESTAMPS, /* "<RFC3339Nano> <text>" (kubectl --timestamps) */
+	CRILOG_CRI,	   /* "<RFC3339Nano> <stream> F|P <text>" per line */
+};
+struct crilog_tail_opts {
+	int64_t lines;	  /* only the last N lines; < 0: all */
+	int64_t bytes;	  /* only the last N bytes of the result; < 0 all */
+	int64_t since_ns; /* only lines at or after; 0: all */
+	bool with_rotated;
+	enum crilog_format format;
+};
+/* The selected lines appended to out (whose cap bounds the result: EFBIG). */
+int crilog_tail(const char *path, const struct crilog_tail_opts *o,
+		struct buf *out, struct cerr *e);
+
+/* ============ internals shared by cell-monitor and the tests ============ */
+
+/* ---- cgroup.c: one cgroup per unit on v1, v2 and hybrid hosts ---- */
+
+#define CG_MAX_DIRS 8
+
+enum cg_mode { CG_V1 = 1, CG_V2 = 2, CG_HYBRID = 3 };
+
+struct cg_hier {
+	bool v2;
+	char *base; /* unit cgroups are created below this directory */
+	bool memory, cpu, pids; /* controllers it can apply */
+	bool devices;		/* the v1 devices hierarchy */
+};
+
+struct cg_layout {
+	enum cg_mode mode;
+	struct cg_hier h[CG_MAX_DIRS];
+	size_t n;
+};
+
+struct cg_limits {
+	int64_t memory; /* bytes, 0 none */
+	int64_t cpu_millis;
+	int64_t pids;
+};
+
+struct cgroup {
+	char *dirs[CG_MAX_DIRS]; /* the unit's directory in each hierarchy */
+	bool v2[CG_MAX_DIRS];
+	size_t n;
+	/* Index of the dir holding each controller, -1: none. */
+	int memory, cpu, pids, devices;
+};
+
+/* Find the hierarchies under root (CELL_CGROUP_ROOT or /sys/fs/cgroup):
+ * v2 when root/cgroup.controllers exists, v1 controller directories
+ * otherwise, plus root/unified on hybrid hosts. self_cgroup is the text of
+ * /proc/self/cgroup: when given, unit cgroups nest below the caller's own
+ * cgroup in each hierarchy instead of below the hierarchy's root. */
+int cg_detect(const char *root, const char *self_cgroup, struct cg_layout *l,
+	      struct cerr *e);
+void cg_layout_free(struct cg_layout *l);
+/* Create rel (clean, relative) in every hierarchy, enable controllers on
+ * the way down (v2), apply the limits and the device allowlist (v1 devices
+ * controller; a BPF device program on v2). ENOTSUP when a limit is asked
+ * for and no hierarchy has the controller. Rolls back on failure. */
+int cg_create(const struct cg_layout *l, const char *rel,
+	      const struct cg_limits *lim, struct cgroup *cg, struct cerr *e);
+/* Rebuild from the directory list in state.json (for exec and cleanup). */
+void cg_from_dirs(struct cgroup *cg, char *const *dirs);
+int cg_enter(const struct cgroup *cg, pid_t pid, struct cerr *e);
+/* How many OOM kills the kernel counted in the unit's memory cgroup; -1
+ * when it keeps no such counter. */
+int64_t cg_oom_kills(const struct cgroup *cg);
+/* SIGKILL everything in the cgroup (cgroup.kill where the kernel has it,
+ * else repeated passes over cgroup.procs) and wait until it is empty. */
+int cg_kill_all(const struct cgroup *cg, struct cerr *e);
+/* rmdir the unit's directories (parents are shared and left alone). */
+int cg_destroy(struct cgroup *cg, struct cerr *e);
+void cg_free(struct cgroup *cg);
+
+/* ---- container.c: the container init's setup, and joining a unit ---- */
+
+enum mount_op_kind {
+	MOP_MOUNT,   /* mount(source, target, fstype, flags, data) */
+	MOP_BIND,    /* bind source (host path) onto target */
+	MOP_MKNOD,   /* a character device node (bind from the host when
+			mknod is refused) */
+	MOP_SYMLINK, /* target → source */
+	MOP_MASK,    /* hide target: /dev/null over a file, an empty
+			read-only tmpfs over a directory */
+	MOP_RDONLY,  /* bind target onto itself read-only */
+};
+
+struct mount_op {
+	enum mount_op_kind kind;
+	const char *source;
+	const char *target; /* absolute, inside the container */
+	const char *fstype;
+	unsigned long flags;
+	const char *data;
+	unsigned dev_major, dev_minor; /* MOP_MKNOD */
+	bool optional;		       /* skip when the target is missing */
+};
+
+/* The mount plan for a unit: /proc, a minimal /dev, /sys read-only, the
+ * run.json mounts, masked and read-only paths. Pure; borrows from c. */
+int ctr_plan_mounts(const struct run_config *c, struct mount_op **ops,
+		    size_t *n, struct cerr *e);
+/* Carry the plan out beneath rootfd (a bind mount of the rootfs in the
+ * caller's own mount namespace). */
+int ctr_apply_mounts(int rootfd, const struct mount_op *ops, size_t n,
+		     struct cerr *e);
+/* Open rel beneath rootfd as if rootfd were "/" (symlinks, absolute ones
+ * included, cannot leave it), creating missing directories when mkdirs is
+ * set. openat2(RESOLVE_IN_ROOT), or a component walk on older kernels. */
+int ctr_open_in_root(int rootfd, const char *rel, int flags, bool mkdirs,
+		     struct cerr *e);
+void ctr_force_walk(bool on); /* tests: use the component walk */
+
+/* What the container init does after clone(), as one call: runs in the
+ * child, reports errors through errfd and never returns. */
+struct ctr_child_args {
+	const struct run_config *cfg;
+	int sync_fd; /* read "go", write errors; CLOEXEC */
+	int peer_fd; /* the monitor's end: closed first */
+	int stdin_fd, stdout_fd, stderr_fd; /* become 0, 1, 2 */
+	int netns_fd, ipcns_fd;		    /* -1: none to join */
+};
+__attribute__((noreturn)) void ctr_child(const struct ctr_child_args *a);
+
+/* `cell-monitor exec`'s child, already in the unit's namespaces and
+ * cgroups: credentials, cwd, exec. Errors go to sync_fd. */
+__attribute__((noreturn)) void ctr_exec_child(const struct run_config *c,
+					      char *const *argv,
+					      char *const *env, const char *cwd,
+					      int sync_fd, int peer_fd);
+/* Credentials, capabilities and no_new_privs as run.json asks. */
+int ctr_set_creds(const struct run_config *c, struct cerr *e);
+/* execve argv with PATH taken from env; returns only on failure. */
+int ctr_execvpe(char *const *argv, char *const *env, struct cerr *e);
+/* Join a running unit: namespaces of pid (ipc, uts, net, pid, mnt), then
+ * the caller must fork for the PID namespace to apply. */
+int ctr_join_namespaces(pid_t pid, uint64_t start_time, struct cerr *e);
+
+/* ---- monitor.c ---- */
+
+/* `cell-monitor run`: become the unit's monitor. sync_fd (-1 none) gets
+ * "ok <pid>\n" or "error <message>\n". Returns the process exit status. */
+int monitor_run(const char *unit_dir, int sync_fd);
+/* `cell-monitor exec`: run argv inside the unit; returns the exit status
+ * to exit with (the command's, or 128+N). */
+int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
+		 char *const *env, const char *cwd);
+/* Exit code and reason for a wait status: 128+N on signal N; OOMKilled
+ * when the cgroup saw an OOM kill and the unit failed. */
+void monitor_decide_exit(int wstatus, int64_t oom_kills,
+			 struct unit_runtime_state *st);
+/* Start time (field 22 of /proc/<pid>/stat) or 0 when gone. */
+uint64_t proc_start_time(pid_t pid);
+
+#endif

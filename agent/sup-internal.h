@@ -1,0 +1,87 @@
+/* The supervisor's own state, shared by supervisor.c (the loop and the API
+ * calls), unit.c (starting and finishing one run of a unit) and record.c
+ * (what survives an agent restart). Everything here is owned by the
+ * supervisor thread, except the fields under `mu` in struct supervisor. */
+#ifndef CELL_SUP_INTERNAL_H
+#define CELL_SUP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent-internal.h"
+#include "pull.h"
+#include "supervisor.h"
+
+enum unit_phase {
+	PH_WAITING,  /* not started yet, or waiting for its back-off */
+	PH_RUNNING,  /* a monitor is watching it */
+	PH_STOPPING, /* asked to stop; the exit is still to come */
+	PH_EXITED,   /* over, and it will not run again (policy or pod) */
+	PH_FAILED,   /* could not start; the pod fails (startFailure) */
+};
+
+struct unit_rec {
+	char *name;
+	bool is_init;
+	const struct unit_spec *spec; /* in sup->spec; NULL when removed */
+	char *fingerprint;
+	char *image;
+	enum unit_phase phase;
+	int restart_count;
+	int seq;		 /* the run number: its directory's name */
+	uint64_t not_before_ns;	 /* monotonic: back-off until then */
+	int backoff_n;		 /* restarts in a row without a long run */
+	bool removed;		 /* drop the record once it has stopped */
+	bool restart_after_stop; /* its spec changed: run again at once */
+	bool ready;
+	int started; /* -1 null, 0, 1 */
+	int pidfd;
+	struct unit_state state, last_state;
+	char *dir; /* <state>/units/<name> */
+};
+
+struct supervisor {
+	struct sup_opts o;
+	char **insecure;
+	pthread_t th;
+	int evfd, epfd;
+	/* Shared with the API threads, under mu. */
+	pthread_mutex_t mu;
+	char *pending;
+	size_t pending_len;
+	char *status_text;
+	char **log_paths; /* unit name, current log, previous log, … */
+	bool quit;
+	/* Owned by the supervisor thread. */
+	char *spec_body;
+	struct pod_spec spec;
+	bool has_spec;
+	struct unit_rec *units; /* init units first, in order */
+	size_t n_units;
+	char **vol_sources;
+	bool pod_failed;
+	bool pod_restarting; /* initUnits changed: stop all, then start over */
+};
+
+/* unit.c */
+int unit_start(struct supervisor *s, struct unit_rec *u);
+void unit_exited(struct supervisor *s, struct unit_rec *u);
+void unit_stop(struct supervisor *s, struct unit_rec *u);
+/* Re-adopt a unit's current run after an agent restart. */
+void unit_adopt(struct supervisor *s, struct unit_rec *u);
+char *unit_run_dir(const struct unit_rec *u, int seq);
+void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd);
+
+/* record.c */
+int record_save(const struct unit_rec *u, struct cerr *e);
+int record_load(struct unit_rec *u, struct cerr *e);
+void unit_state_clear(struct unit_state *st);
+void unit_state_copy(struct unit_state *dst, const struct unit_state *src);
+void unit_rec_free(struct unit_rec *u);
+
+uint64_t mono_ns(void);
+int64_t wall_ns(void);
+
+#endif

@@ -1,0 +1,565 @@
+/* The supervisor: one thread owns the pod. It takes the newest spec the
+ * API queued, works out what changed, starts and stops units, restarts them
+ * by the pod's policy, and publishes a status snapshot that the API threads
+ * read without waiting. Events come through one epoll set: an eventfd for
+ * new specs and the monitors' pidfds for exits; back-off deadlines set the
+ * timeout. The state directory is the source of truth: after an agent
+ * restart the pod spec and every unit record come back from it and running
+ * units are re-adopted through their monitors. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "fsutil.h"
+#include "log.h"
+#include "sup-internal.h"
+#include "util.h"
+#include "volumes.h"
+
+#define POD_FILE "pod.json"
+#define TICK_MS 1000
+
+/* ---- unit records from a spec ---- */
+
+static struct unit_rec *find_unit(struct supervisor *s, const char *name,
+				  bool is_init)
+{
+	for (size_t i = 0; i < s->n_units; i++)
+		if (s->units[i].is_init == is_init &&
+		    !strcmp(s->units[i].name, name))
+			return &s->units[i];
+	return NULL;
+}
+
+static void init_rec(struct supervisor *s, struct unit_rec *u,
+		     const struct unit_spec *us, bool is_init)
+{
+	memset(u, 0, sizeof(*u));
+	u->name = xstrdup(us->name);
+	u->is_init = is_init;
+	u->spec = us;
+	u->fingerprint = xstrdup(us->fingerprint ? us->fingerprint : "");
+	u->image = xstrdup(us->image);
+	u->pidfd = -1;
+	u->started = -1;
+	u->dir = xasprintf("%s/units/%s%s", s->o.state_dir,
+			   is_init ? "init-" : "", us->name);
+	u->state.kind = STATE_WAITING;
+	u->state.reason = xstrdup("ContainerCreating");
+}
+
+/* Records for every unit of the spec, keeping those that already exist
+ * (matched by name); records of units no longer in the spec are kept,
+ * marked removed, until they have stopped. */
+static void merge_records(struct supervisor *s)
+{
+	size_t n = s->spec.n_init_units + s->spec.n_units, k = 0;
+	struct unit_rec *nu = xcalloc(n + s->n_units, sizeof(*nu));
+
+	for (size_t pass = 0; pass < 2; pass++) {
+		bool init = pass == 0;
+		const struct unit_spec *v =
+		    init ? s->spec.init_units : s->spec.units;
+		size_t cnt = init ? s->spec.n_init_units : s->spec.n_units;
+
+		for (size_t i = 0; i < cnt; i++) {
+			struct unit_rec *old = find_unit(s, v[i].name, init);
+			if (old) {
+				nu[k] = *old;
+				old->name = NULL; /* moved */
+			} else {
+				init_rec(s, &nu[k], &v[i], init);
+			}
+			nu[k].spec = &v[i];
+			nu[k].removed = false;
+			k++;
+		}
+	}
+	for (size_t i = 0; i < s->n_units; i++)
+		if (s->units[i].name) {
+			nu[k] = s->units[i];
+			nu[k].spec = NULL;
+			nu[k].removed = true;
+			k++;
+		}
+	free(s->units);
+	s->units = nu;
+	s->n_units = k;
+}
+
+/* ---- applying a new spec ---- */
+
+static bool init_units_changed(struct supervisor *s,
+			       const struct pod_spec *next)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n_units; i++)
+		if (s->units[i].is_init && !s->units[i].removed)
+			n++;
+	if (n != next->n_init_units)
+		return true;
+	for (size_t i = 0; i < next->n_init_units; i++) {
+		struct unit_rec *u =
+		    find_unit(s, next->init_units[i].name, true);
+		if (!u ||
+		    strcmp(u->fingerprint, next->init_units[i].fingerprint))
+			return true;
+	}
+	return false;
+}
+
+static void mark_changes(struct supervisor *s, const struct pod_spec *next)
+{
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+		const struct unit_spec *ns = NULL;
+
+		for (size_t j = 0; !u->is_init && j < next->n_units; j++)
+			if (!strcmp(next->units[j].name, u->name))
+				ns = &next->units[j];
+		if (u->is_init)
+			continue;
+		if (!ns) {
+			u->removed = true;
+			unit_stop(s, u);
+		} else if (strcmp(u->fingerprint, ns->fingerprint)) {
+			free(u->fingerprint);
+			u->fingerprint = xstrdup(ns->fingerprint);
+			free(u->image);
+			u->image = xstrdup(ns->image);
+			if (u->phase == PH_RUNNING) {
+				u->restart_after_stop = true;
+				unit_stop(s, u);
+			} else if (u->phase != PH_STOPPING) {
+				u->phase = PH_WAITING;
+				u->not_before_ns = 0;
+			}
+		}
+	}
+}
+
+static int prepare_volumes(struct supervisor *s, struct cerr *e)
+{
+	cleanup_free char *vols = xasprintf("%s/volumes", s->o.state_dir);
+	struct vol_dirs d = {.volumes_dir = vols,
+			     .packages_dir = s->o.packages_dir};
+
+	strv_free(s->vol_sources);
+	s->vol_sources = NULL;
+	return vol_prepare(&s->spec, &d, &s->vol_sources, e);
+}
+
+static void take_spec(struct supervisor *s, char *body, size_t len)
+{
+	struct pod_spec next;
+	struct cerr e = {0};
+	cleanup_free char *path = xasprintf("%s/%s", s->o.state_dir, POD_FILE);
+
+	if (wire_parse_pod(body, len, &next, &e) < 0) {
+		log_error("queued pod spec no longer parses: %s", e.msg);
+		free(body);
+		return;
+	}
+	if (fs_write_atomic(path, body, len, 0600, &e) < 0)
+		log_error("save pod spec: %s", e.msg);
+	if (s->has_spec && init_units_changed(s, &next)) {
+		/* A change to initUnits restarts the pod. */
+		s->pod_restarting = true;
+		for (size_t i = 0; i < s->n_units; i++) {
+			s->units[i].removed = true;
+			unit_stop(s, &s->units[i]);
+		}
+	} else if (s->has_spec) {
+		mark_changes(s, &next);
+	}
+	if (s->has_spec)
+		pod_spec_free(&s->spec);
+	s->spec = next;
+	s->has_spec = true;
+	free(s->spec_body);
+	s->spec_body = body;
+	if (!s->pod_restarting)
+		merge_records(s);
+	if (prepare_volumes(s, &e) < 0)
+		log_error("volumes: %s", e.msg);
+}
+
+/* ---- driving the units ---- */
+
+static bool active(const struct unit_rec *u)
+{
+	return u->phase == PH_RUNNING || u->phase == PH_STOPPING;
+}
+
+/* Forget records of removed units once they have stopped. */
+static void drop_removed(struct supervisor *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+		if (u->removed && !active(u)) {
+			struct cerr e = {0};
+			if (fs_rm_rf(u->dir, &e) < 0)
+				log_warn("remove %s: %s", u->dir, e.msg);
+			unit_rec_free(u);
+			continue;
+		}
+		s->units[k++] = *u;
+	}
+	s->n_units = k;
+}
+
+static bool due(const struct unit_rec *u)
+{
+	return u->phase == PH_WAITING && mono_ns() >= u->not_before_ns;
+}
+
+/* Init units one after the other, each to success. Returns true once all
+ * have succeeded. */
+static bool run_init_units(struct supervisor *s)
+{
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+
+		if (!u->is_init || u->removed)
+			continue;
+		if (u->phase == PH_EXITED &&
+		    u->state.kind == STATE_TERMINATED &&
+		    u->state.exit_code == 0)
+			continue;
+		if (u->phase == PH_EXITED || u->phase == PH_FAILED) {
+			s->pod_failed = true; /* Never, and it failed */
+			return false;
+		}
+		if (due(u))
+			unit_start(s, u);
+		return false;
+	}
+	return true;
+}
+
+static void reconcile(struct supervisor *s)
+{
+	if (!s->has_spec)
+		return;
+	if (s->pod_restarting) {
+		for (size_t i = 0; i < s->n_units; i++)
+			if (active(&s->units[i]))
+				return;
+		drop_removed(s);
+		s->pod_restarting = false;
+		s->pod_failed = false;
+		merge_records(s);
+	}
+	drop_removed(s);
+	if (s->pod_failed || !run_init_units(s))
+		return;
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+		if (u->phase == PH_RUNNING && u->pidfd < 0)
+			unit_adopt(s, u); /* its monitor was still setting up */
+		else if (!u->is_init && !u->removed && due(u))
+			unit_start(s, u);
+	}
+}
+
+static int next_timeout_ms(const struct supervisor *s)
+{
+	uint64_t now = mono_ns(), best = (uint64_t)TICK_MS * 1000000;
+
+	for (size_t i = 0; i < s->n_units; i++) {
+		const struct unit_rec *u = &s->units[i];
+		if (u->phase != PH_WAITING)
+			continue;
+		if (u->not_before_ns <= now)
+			return 0;
+		if (u->not_before_ns - now < best)
+			best = u->not_before_ns - now;
+	}
+	return (int)(best / 1000000) + 1;
+}
+
+/* ---- the published snapshot ---- */
+
+/* Units share the host's network until cell-net lands, so the pod's IP is
+ * the host's first non-loopback IPv4 address when the spec names none. */
+static char *primary_ip(void)
+{
+	struct ifaddrs *ifs = NULL;
+	char ip[INET_ADDRSTRLEN] = "";
+
+	if (getifaddrs(&ifs) < 0)
+		return xstrdup("");
+	for (struct ifaddrs *i = ifs; i && !ip[0]; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+		    (i->ifa_flags & IFF_LOOPBACK))
+			continue;
+		inet_ntop(
+		    AF_INET,
+		    &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, ip,
+		    sizeof(ip));
+	}
+	freeifaddrs(ifs);
+	return xstrdup(ip);
+}
+
+static void fill_status(const struct unit_rec *u, struct unit_status *o)
+{
+	o->name = u->name;
+	o->image = u->image;
+	o->ready = u->ready && u->phase == PH_RUNNING;
+	o->started = u->phase == PH_RUNNING ? u->started : 0;
+	o->restart_count = u->restart_count;
+	o->state = u->state;
+	o->last_state = u->last_state;
+}
+
+static char *status_text(struct supervisor *s)
+{
+	struct pod_status ps = {0};
+	char *text;
+
+	ps.units = xcalloc(s->n_units + 1, sizeof(*ps.units));
+	ps.init_units = xcalloc(s->n_units + 1, sizeof(*ps.init_units));
+	for (size_t i = 0; i < s->n_units; i++) {
+		const struct unit_rec *u = &s->units[i];
+		if (u->removed)
+			continue;
+		if (u->is_init)
+			fill_status(u, &ps.init_units[ps.n_init_units++]);
+		else
+			fill_status(u, &ps.units[ps.n_units++]);
+	}
+	ps.pod_ip = s->has_spec && s->spec.pod_ip && *s->spec.pod_ip
+			? xstrdup(s->spec.pod_ip)
+			: primary_ip();
+	text = wire_status_json(&ps);
+	free(ps.pod_ip);
+	free(ps.units);
+	free(ps.init_units);
+	return text;
+}
+
+/* name, current log, previous log; repeated; regular units first. */
+static char **log_table(struct supervisor *s)
+{
+	char **t = xcalloc(3 * s->n_units + 1, sizeof(char *));
+	size_t k = 0;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < s->n_units; i++) {
+			const struct unit_rec *u = &s->units[i];
+			if (u->removed || u->is_init != (pass == 1))
+				continue;
+			t[k++] = xstrdup(u->name);
+			t[k++] = xasprintf("%s/%d/log", u->dir, u->seq);
+			t[k++] = xasprintf("%s/%d/log", u->dir, u->seq - 1);
+		}
+	return t;
+}
+
+static void publish(struct supervisor *s)
+{
+	char *text = status_text(s);
+	char **logs = log_table(s);
+
+	pthread_mutex_lock(&s->mu);
+	free(s->status_text);
+	s->status_text = text;
+	strv_free(s->log_paths);
+	s->log_paths = logs;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the thread ---- */
+
+static char *take_pending(struct supervisor *s, size_t *len, bool *quit)
+{
+	char *body;
+	uint64_t v;
+
+	if (read(s->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warn("eventfd: %m");
+	pthread_mutex_lock(&s->mu);
+	body = s->pending;
+	*len = s->pending_len;
+	s->pending = NULL;
+	*quit = s->quit;
+	pthread_mutex_unlock(&s->mu);
+	return body;
+}
+
+static void *sup_main(void *arg)
+{
+	struct supervisor *s = arg;
+	struct epoll_event ev[16];
+
+	for (;;) {
+		int n = epoll_wait(s->epfd, ev, 16, next_timeout_ms(s));
+		bool quit = false;
+		size_t len = 0;
+		char *body;
+
+		for (int i = 0; i < n; i++) {
+			struct unit_rec *u = ev[i].data.ptr;
+			if (u)
+				unit_exited(s, u);
+		}
+		body = take_pending(s, &len, &quit);
+		if (quit) {
+			free(body);
+			return NULL;
+		}
+		if (body)
+			take_spec(s, body, len);
+		reconcile(s);
+		publish(s);
+	}
+}
+
+/* ---- start-up: the state directory back into memory ---- */
+
+static void restore(struct supervisor *s)
+{
+	cleanup_free char *path = xasprintf("%s/%s", s->o.state_dir, POD_FILE);
+	struct buf b;
+	struct cerr e = {0};
+
+	buf_init(&b, UPDATEPOD_MAX);
+	if (fs_read_file(path, &b, &e) < 0) {
+		buf_free(&b);
+		return; /* a fresh cell */
+	}
+	if (wire_parse_pod(b.data, b.len, &s->spec, &e) < 0) {
+		log_error("saved pod spec %s: %s", path, e.msg);
+		buf_free(&b);
+		return;
+	}
+	s->has_spec = true;
+	s->spec_body = buf_steal(&b, NULL);
+	merge_records(s);
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+		if (record_load(u, &e) == 0)
+			unit_adopt(s, u);
+	}
+	if (prepare_volumes(s, &e) < 0)
+		log_error("volumes: %s", e.msg);
+}
+
+static void copy_opts(struct supervisor *s, const struct sup_opts *o)
+{
+	size_t n = 0;
+
+	s->o.state_dir = xstrdup(o->state_dir);
+	s->o.image_cache = xstrdup(o->image_cache);
+	s->o.monitor_bin = xstrdup(o->monitor_bin);
+	s->o.packages_dir = xstrdup(o->packages_dir);
+	while (o->insecure_registries && o->insecure_registries[n])
+		n++;
+	s->insecure = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		s->insecure[i] = xstrdup(o->insecure_registries[i]);
+}
+
+int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
+{
+	struct supervisor *s = xcalloc(1, sizeof(*s));
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	cleanup_free char *units = xasprintf("%s/units", o->state_dir);
+
+	copy_opts(s, o);
+	pthread_mutex_init(&s->mu, NULL);
+	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->evfd < 0 || s->epfd < 0 ||
+	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) < 0)
+		return cerr_sys(e, "supervisor event loop");
+	if (fs_mkdir_p(units, 0700, e) < 0 ||
+	    fs_mkdir_p(o->packages_dir, 0755, e) < 0)
+		return -1;
+	restore(s);
+	publish(s);
+	if (pthread_create(&s->th, NULL, sup_main, s) != 0)
+		return cerr_set(e, EAGAIN, "cannot start the supervisor");
+	*out = s;
+	return 0;
+}
+
+/* Stop the supervisor thread. Units keep running: their monitors do not
+ * depend on the agent, and the next agent re-adopts them. */
+void sup_stop(struct supervisor *s)
+{
+	uint64_t one = 1;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->quit = true;
+	pthread_mutex_unlock(&s->mu);
+	if (write(s->evfd, &one, sizeof(one)) < 0)
+		log_warn("eventfd: %m");
+	pthread_join(s->th, NULL);
+}
+
+/* ---- what the API threads call ---- */
+
+int sup_update_pod(struct supervisor *s, const char *body, size_t len,
+		   struct cerr *e)
+{
+	struct pod_spec check;
+	uint64_t one = 1;
+
+	if (wire_parse_pod(body, len, &check, e) < 0)
+		return -1;
+	pod_spec_free(&check);
+	pthread_mutex_lock(&s->mu);
+	free(s->pending); /* newest wins */
+	s->pending = xmalloc(len + 1);
+	memcpy(s->pending, body, len);
+	s->pending[len] = '\0';
+	s->pending_len = len;
+	pthread_mutex_unlock(&s->mu);
+	if (write(s->evfd, &one, sizeof(one)) < 0)
+		return cerr_sys(e, "wake the supervisor");
+	return 0;
+}
+
+char *sup_status_json(struct supervisor *s)
+{
+	char *t;
+
+	pthread_mutex_lock(&s->mu);
+	t = xstrdup(s->status_text ? s->status_text : "{}");
+	pthread_mutex_unlock(&s->mu);
+	return t;
+}
+
+char *sup_log_path(struct supervisor *s, const char *unit, bool previous,
+		   struct cerr *e)
+{
+	char *p = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; s->log_paths && s->log_paths[i]; i += 3)
+		if (!unit || !*unit || !strcmp(s->log_paths[i], unit)) {
+			p = xstrdup(s->log_paths[i + (previous ? 2 : 1)]);
+			break;
+		}
+	pthread_mutex_unlock(&s->mu);
+	if (!p)
+		cerr_set(e, ENOENT, "no unit '%s' in this pod",
+			 unit && *unit ? unit : "(first)");
+	return p;
+}

@@ -1,0 +1,496 @@
+/* One run of a unit: pull its image into a fresh rootfs, work out the run
+ * recipe (argv, env, user, capabilities, mounts), hand it to cell-monitor,
+ * and later turn what the monitor recorded into Kubernetes status and a
+ * restart decision. Each run has its own directory <unit>/<seq>/ so a
+ * restart never reuses a rootfs or a log; the previous run's directory
+ * stays for `logs?previous`. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "fsutil.h"
+#include "log.h"
+#include "podrun.h"
+#include "runtime.h"
+#include "sup-internal.h"
+#include "util.h"
+#include "volumes.h"
+
+#define LOG_MAX_BYTES (10ll << 20)
+#define TERM_MSG_MAX 4096
+#define FALLBACK_LINES 80
+#define ADOPT_WAIT_MS 10000
+#define LONG_RUN_NS (600ull * 1000000000ull) /* resets the back-off */
+
+char *unit_run_dir(const struct unit_rec *u, int seq)
+{
+	return xasprintf("%s/%d", u->dir, seq);
+}
+
+static void set_waiting(struct unit_rec *u, const char *reason, bool failure)
+{
+	unit_state_clear(&u->state);
+	u->state.kind = STATE_WAITING;
+	u->state.reason = xstrdup(reason);
+	u->state.start_failure = failure;
+}
+
+/* Remove a run's directory, unmounting its rootfs first. */
+static void drop_run(const struct unit_rec *u, int seq)
+{
+	cleanup_free char *run = unit_run_dir(u, seq);
+	cleanup_free char *root = xasprintf("%s/rootfs", run);
+	struct cerr e = {0};
+
+	if (seq <= 0 || !fs_exists(run))
+		return;
+	runtime_cleanup(run, &e);
+	umount2(root, MNT_DETACH);
+	if (fs_rm_rf(run, &e) < 0)
+		log_warn("remove %s: %s", run, e.msg);
+}
+
+static const struct credential *creds_for(const struct pod_spec *pod,
+					  const char *image)
+{
+	cleanup_free char *host = pull_registry_of(image, NULL);
+
+	for (size_t i = 0; host && i < pod->n_credentials; i++)
+		if (pull_same_registry(pod->credentials[i].host, host))
+			return &pod->credentials[i];
+	return NULL;
+}
+
+static bool flat_rootfs(const struct pod_spec *pod)
+{
+	for (size_t i = 0; i < pod->n_annotations; i++)
+		if (!strcmp(pod->annotations[i].name,
+			    "pod.elotl.co/image-overlay-rootfs"))
+			return pod->annotations[i].value &&
+			       !strcmp(pod->annotations[i].value, "false");
+	return false;
+}
+
+static int pull(struct supervisor *s, struct unit_rec *u, const char *run,
+		struct pull_result *pr, struct cerr *e)
+{
+	const struct credential *c = creds_for(&s->spec, u->spec->image);
+	cleanup_free char *root = xasprintf("%s/rootfs", run);
+	cleanup_free char *upper = xasprintf("%s/overlay", run);
+	struct pull_opts po = {
+	    .image = u->spec->image,
+	    .workdir = s->o.image_cache,
+	    .username = c ? c->username : NULL,
+	    .password = c ? c->password : NULL,
+	    .insecure = (const char *const *)s->insecure,
+	};
+
+	if (flat_rootfs(&s->spec)) {
+		po.extract_to = root;
+	} else {
+		po.mount_at = root;
+		po.upper_dir = upper;
+	}
+	return pull_image(&po, pr, e);
+}
+
+/* What the container writes at terminationMessagePath lands here. */
+static char *termination_file(const char *run, struct cerr *e)
+{
+	char *p = xasprintf("%s/termination-log", run);
+	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+
+	if (fd < 0 || fchmod(fd, 0666) < 0) {
+		cerr_sys(e, "create %s", p);
+		if (fd >= 0)
+			close(fd);
+		free(p);
+		return NULL;
+	}
+	close(fd);
+	return p;
+}
+
+static void add_bind(struct run_config *rc, char *src, const char *dst, bool ro)
+{
+	struct run_mount *m;
+
+	rc->mounts = xrealloc(rc->mounts, (rc->n_mounts + 1) * sizeof(*m));
+	m = &rc->mounts[rc->n_mounts++];
+	memset(m, 0, sizeof(*m));
+	m->source = src;
+	m->target = xstrdup(dst);
+	m->type = xstrdup("bind");
+	m->flags = MS_BIND | MS_REC | (ro ? MS_RDONLY : 0);
+}
+
+static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
+		      struct run_config *rc, struct cerr *e)
+{
+	struct vol_dirs d = {.packages_dir = s->o.packages_dir};
+	cleanup_free char *vols = xasprintf("%s/volumes", s->o.state_dir);
+	struct unit_mounts m;
+	const char *tpath = u->spec->termination_message_path;
+	char *tfile;
+
+	d.volumes_dir = vols;
+	if (vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
+		return -1;
+	for (size_t i = 0; i < m.n; i++) {
+		add_bind(rc, m.v[i].source, m.v[i].target, m.v[i].read_only);
+		m.v[i].source = NULL;
+	}
+	vol_unit_mounts_free(&m);
+	if (tpath && tpath[0] == '/') {
+		tfile = termination_file(run, e);
+		if (!tfile)
+			return -1;
+		add_bind(rc, tfile, tpath, false);
+	}
+	return 0;
+}
+
+static char *hostname_of(const struct pod_spec *pod)
+{
+	const char *h = pod->hostname && *pod->hostname ? pod->hostname
+			: pod->pod_hostname && *pod->pod_hostname
+			    ? pod->pod_hostname
+			    : NULL;
+	const char *us;
+
+	if (h)
+		return xstrndup(h, 63);
+	/* "<namespace>_<name>" → "<name>" */
+	us = pod->pod_name ? strchr(pod->pod_name, '_') : NULL;
+	return xstrndup(us		? us + 1
+			: pod->pod_name ? pod->pod_name
+					: "cell",
+			63);
+}
+
+/* Everything the monitor needs, from the spec and the image. */
+static int build_config(struct supervisor *s, struct unit_rec *u,
+			const char *run, const struct image_config *img,
+			struct run_config *rc, struct cerr *e)
+{
+	cleanup_close int rootfd = -1;
+	struct podrun_user who;
+	const struct unit_spec *us = u->spec;
+
+	memset(rc, 0, sizeof(*rc));
+	rc->id = xasprintf("%s-%d", u->name, u->seq + 1);
+	rc->rootfs = xasprintf("%s/rootfs", run);
+	rootfd = open(rc->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return cerr_sys(e, "open %s", rc->rootfs);
+	if (!(rc->env = podrun_env(us, &s->spec, img, e)) ||
+	    !(rc->argv = podrun_argv(us, img, e)) ||
+	    !(rc->caps = podrun_caps(us, e)) ||
+	    podrun_user(us, &s->spec, img, rootfd, &who, e) < 0)
+		return -1;
+	rc->uid = who.uid;
+	rc->gid = who.gid;
+	rc->groups = (uint32_t *)who.groups;
+	rc->n_groups = who.n_groups;
+	who.groups = NULL;
+	podrun_user_free(&who);
+	rc->no_new_privs = rc->uid != 0;
+	rc->cwd =
+	    xstrdup(us->working_dir && *us->working_dir	    ? us->working_dir
+		    : img->working_dir && *img->working_dir ? img->working_dir
+							    : "/");
+	rc->hostname = hostname_of(&s->spec);
+	rc->cgroup_path = xasprintf("cell/%s-%d", u->name, u->seq + 1);
+	rc->log_path = xasprintf("%s/log", run);
+	rc->log_max_bytes = LOG_MAX_BYTES;
+	rc->grace_seconds = s->spec.termination_grace_s;
+	rc->memory_limit = s->spec.memory_limit;
+	return add_mounts(s, u, run, rc, e);
+}
+
+static int write_config(const char *run, const struct run_config *rc,
+			struct cerr *e)
+{
+	cleanup_free char *text = runconfig_to_json(rc);
+	cleanup_free char *p = xasprintf("%s/run.json", run);
+
+	return fs_write_atomic(p, text, strlen(text), 0600, e);
+}
+
+void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = u};
+
+	u->pidfd = pidfd;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
+		log_error("epoll add for %s: %m", u->name);
+}
+
+static void set_running(struct unit_rec *u, int64_t started_at)
+{
+	unit_state_clear(&u->state);
+	u->state.kind = STATE_RUNNING;
+	u->state.started_at_ns = started_at;
+	u->phase = PH_RUNNING;
+	/* No probes yet: a running unit is started and ready. */
+	u->started = 1;
+	u->ready = true;
+}
+
+/* After the monitor confirmed the exec: watch it. */
+static int watch_run(struct supervisor *s, struct unit_rec *u, const char *run,
+		     struct cerr *e)
+{
+	struct unit_runtime_state st = {0};
+	int pidfd;
+
+	if (runtime_read_state(run, &st, e) < 0)
+		return -1;
+	pidfd = runtime_pidfd(&st, e);
+	set_running(u, st.started_at_ns ? st.started_at_ns : wall_ns());
+	runtime_state_free(&st);
+	if (pidfd < 0) /* it already ended: the exit is processed now */
+		return 1;
+	unit_watch(s, u, pidfd);
+	return 0;
+}
+
+static int prepare_and_start(struct supervisor *s, struct unit_rec *u,
+			     const char *run, struct cerr *e, bool *pulled)
+{
+	struct pull_result pr;
+	struct run_config rc;
+	int ret;
+
+	*pulled = false;
+	if (pull(s, u, run, &pr, e) < 0)
+		return -1;
+	*pulled = true;
+	ret = build_config(s, u, run, &pr.config, &rc, e);
+	if (ret == 0)
+		ret = write_config(run, &rc, e);
+	runconfig_free(&rc);
+	pull_result_free(&pr);
+	if (ret < 0)
+		return -1;
+	if (runtime_start(s->o.monitor_bin, run, e) < 0)
+		return -1;
+	return 0;
+}
+
+int unit_start(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
+	struct cerr e = {0};
+	bool pulled = false;
+	int r;
+
+	drop_run(u, u->seq - 1); /* keep only the previous run */
+	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0 ||
+	    prepare_and_start(s, u, run, &e, &pulled) < 0) {
+		log_warn("unit %s: %s", u->name, e.msg);
+		if (!pulled) {
+			/* Image trouble is often passing: retry later. */
+			cleanup_free char *why =
+			    xasprintf("ErrImagePull: %s", e.msg);
+			set_waiting(u, why, false);
+			u->not_before_ns =
+			    mono_ns() +
+			    (uint64_t)podrun_backoff_s(++u->backoff_n) *
+				1000000000ull;
+		} else {
+			set_waiting(u, e.msg, true);
+			u->phase = PH_FAILED;
+		}
+		drop_run(u, u->seq + 1);
+		record_save(u, &e);
+		return -1;
+	}
+	if (u->seq > 0)
+		u->restart_count++;
+	u->seq++;
+	r = watch_run(s, u, run, &e);
+	record_save(u, &e);
+	if (r > 0)
+		unit_exited(s, u);
+	return r < 0 ? -1 : 0;
+}
+
+/* The termination message: what the unit wrote to its
+ * terminationMessagePath, else (FallbackToLogsOnError, on failure) the tail
+ * of its log. */
+static char *termination_message(const struct unit_rec *u, const char *run,
+				 int exit_code)
+{
+	cleanup_free char *p = xasprintf("%s/termination-log", run);
+	cleanup_free char *logp = xasprintf("%s/log", run);
+	struct crilog_tail_opts t = {.lines = FALLBACK_LINES,
+				     .bytes = TERM_MSG_MAX,
+				     .format = CRILOG_PLAIN};
+	struct buf b;
+	struct cerr e = {0};
+	const char *policy =
+	    u->spec ? u->spec->termination_message_policy : NULL;
+
+	buf_init(&b, TERM_MSG_MAX);
+	if (fs_read_file(p, &b, &e) < 0 && e.code == EFBIG)
+		b.len = TERM_MSG_MAX; /* keep the first 4 KiB */
+	if (b.len == 0 && exit_code != 0 && policy &&
+	    !strcmp(policy, "FallbackToLogsOnError")) {
+		buf_free(&b);
+		buf_init(&b, TERM_MSG_MAX * 2);
+		crilog_tail(logp, &t, &b, &e);
+	}
+	if (b.len == 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b, NULL);
+}
+
+static void set_terminated(struct unit_rec *u, const char *run,
+			   const struct unit_runtime_state *st)
+{
+	unit_state_clear(&u->state);
+	u->state.kind = STATE_TERMINATED;
+	u->state.exit_code = st->exit_code;
+	u->state.reason = xstrdup(st->reason	  ? st->reason
+				  : st->exit_code ? "Error"
+						  : "Completed");
+	u->state.message = st->message
+			       ? xstrdup(st->message)
+			       : termination_message(u, run, st->exit_code);
+	u->state.started_at_ns = st->started_at_ns;
+	u->state.finished_at_ns =
+	    st->finished_at_ns ? st->finished_at_ns : wall_ns();
+	u->ready = false;
+}
+
+/* Decide what happens after an exit: restart (now or after a back-off),
+ * or stay terminated. */
+static void after_exit(struct supervisor *s, struct unit_rec *u)
+{
+	const struct unit_state *t = &u->state;
+	enum restart_policy p = s->spec.restart_policy;
+	uint64_t ran = (uint64_t)(t->finished_at_ns - t->started_at_ns);
+
+	/* Init units run to success: Always behaves as OnFailure. */
+	if (u->is_init && p == RESTART_ALWAYS)
+		p = RESTART_ON_FAILURE;
+	if (u->removed || s->pod_restarting || s->pod_failed) {
+		u->phase = PH_EXITED;
+		return;
+	}
+	if (u->restart_after_stop) {
+		u->restart_after_stop = false;
+		u->backoff_n = 0;
+		u->not_before_ns = 0;
+		u->phase = PH_WAITING;
+		return;
+	}
+	if (!podrun_should_restart(p, t->exit_code)) {
+		u->phase = PH_EXITED;
+		return;
+	}
+	if (ran >= LONG_RUN_NS)
+		u->backoff_n = 0;
+	u->not_before_ns =
+	    mono_ns() +
+	    (uint64_t)podrun_backoff_s(++u->backoff_n) * 1000000000ull;
+	unit_state_copy(&u->last_state, &u->state);
+	set_waiting(u, "CrashLoopBackOff", false);
+	u->phase = PH_WAITING;
+}
+
+void unit_exited(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *run = unit_run_dir(u, u->seq);
+	struct unit_runtime_state st = {0};
+	struct cerr e = {0};
+
+	if (u->pidfd >= 0) {
+		epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pidfd, NULL);
+		close(u->pidfd);
+		u->pidfd = -1;
+	}
+	if (runtime_read_state(run, &st, &e) < 0 || !st.exited) {
+		st.exited = true;
+		st.exit_code = 137;
+		free(st.reason);
+		st.reason = xstrdup("Error");
+		st.finished_at_ns = wall_ns();
+		log_warn("unit %s: no exit record (%s)", u->name, e.msg);
+	}
+	runtime_cleanup(run, &e);
+	set_terminated(u, run, &st);
+	runtime_state_free(&st);
+	after_exit(s, u);
+	record_save(u, &e);
+}
+
+void unit_stop(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *run = unit_run_dir(u, u->seq);
+	struct cerr e = {0};
+
+	if (u->phase != PH_RUNNING)
+		return;
+	if (runtime_stop(run, (int)s->spec.termination_grace_s, &e) < 0)
+		log_warn("stop %s: %s", u->name, e.msg);
+	u->phase = PH_STOPPING;
+}
+
+/* runtime_read_state, waiting out EAGAIN (a monitor that holds the run
+ * but has not written state.json yet) for up to ADOPT_WAIT_MS. */
+static int read_settled_state(const char *run, struct unit_runtime_state *st,
+			      struct cerr *e)
+{
+	for (int waited = 0;; waited += 20) {
+		struct timespec ts = {0, 20 * 1000000L};
+
+		if (runtime_read_state(run, st, e) == 0)
+			return 0;
+		if (e->code != EAGAIN || waited >= ADOPT_WAIT_MS)
+			return -1;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* After an agent restart: find the unit's current run where the monitor
+ * left it. */
+void unit_adopt(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *run = unit_run_dir(u, u->seq);
+	struct unit_runtime_state st = {0};
+	struct cerr e = {0};
+	int pidfd;
+
+	if (u->phase != PH_RUNNING && u->phase != PH_STOPPING)
+		return;
+	if (u->seq <= 0 || read_settled_state(run, &st, &e) < 0) {
+		if (e.code == EAGAIN) {
+			/* A monitor still holds the run: never start a
+			 * second copy. Watch again at the next tick. */
+			log_warn("unit %s: %s", u->name, e.msg);
+			return;
+		}
+		u->phase = PH_WAITING; /* never got going: start afresh */
+		return;
+	}
+	if (!st.exited && (pidfd = runtime_pidfd(&st, &e)) >= 0) {
+		log_info("unit %s: re-adopted run %d (monitor %d)", u->name,
+			 u->seq, (int)st.monitor_pid);
+		unit_watch(s, u, pidfd);
+		runtime_state_free(&st);
+		return;
+	}
+	runtime_state_free(&st);
+	unit_exited(s, u);
+}
