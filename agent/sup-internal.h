@@ -45,6 +45,7 @@ struct unit_rec {
 struct supervisor {
 	struct sup_opts o;
 	char **insecure;
+	char cgroup_tag[17]; /* from the state dir: unit cgroups never clash */
 	pthread_t th;
 	int evfd, epfd;
 	/* Shared with the API threads, under mu. */
@@ -68,10 +69,14 @@ struct supervisor {
 /* unit.c */
 int unit_start(struct supervisor *s, struct unit_rec *u);
 void unit_exited(struct supervisor *s, struct unit_rec *u);
-void unit_stop(struct supervisor *s, struct unit_rec *u);
+/* Stop the unit's run: SIGTERM, SIGKILL after grace seconds (the grace of
+ * the spec that asked for the stop). */
+void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
 /* Re-adopt a unit's current run after an agent restart. */
 void unit_adopt(struct supervisor *s, struct unit_rec *u);
 char *unit_run_dir(const struct unit_rec *u, int seq);
+/* Remove a run's directory (its rootfs unmounted first). */
+void unit_drop_run(const struct unit_rec *u, int seq);
 void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd);
 
 /* record.c */

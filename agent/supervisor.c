@@ -8,6 +8,7 @@
  * units are re-adopted through their monitors. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -19,6 +20,7 @@
 
 #include "buf.h"
 #include "cleanup.h"
+#include "digest.h"
 #include "fsutil.h"
 #include "log.h"
 #include "sup-internal.h"
@@ -34,7 +36,7 @@ static struct unit_rec *find_unit(struct supervisor *s, const char *name,
 				  bool is_init)
 {
 	for (size_t i = 0; i < s->n_units; i++)
-		if (s->units[i].is_init == is_init &&
+		if (s->units[i].is_init == is_init && s->units[i].name &&
 		    !strcmp(s->units[i].name, name))
 			return &s->units[i];
 	return NULL;
@@ -131,7 +133,7 @@ static void mark_changes(struct supervisor *s, const struct pod_spec *next)
 			continue;
 		if (!ns) {
 			u->removed = true;
-			unit_stop(s, u);
+			unit_stop(s, u, next->termination_grace_s);
 		} else if (strcmp(u->fingerprint, ns->fingerprint)) {
 			free(u->fingerprint);
 			u->fingerprint = xstrdup(ns->fingerprint);
@@ -139,7 +141,7 @@ static void mark_changes(struct supervisor *s, const struct pod_spec *next)
 			u->image = xstrdup(ns->image);
 			if (u->phase == PH_RUNNING) {
 				u->restart_after_stop = true;
-				unit_stop(s, u);
+				unit_stop(s, u, next->termination_grace_s);
 			} else if (u->phase != PH_STOPPING) {
 				u->phase = PH_WAITING;
 				u->not_before_ns = 0;
@@ -176,8 +178,9 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 		/* A change to initUnits restarts the pod. */
 		s->pod_restarting = true;
 		for (size_t i = 0; i < s->n_units; i++) {
+			s->units[i].spec = NULL; /* the old spec goes away */
 			s->units[i].removed = true;
-			unit_stop(s, &s->units[i]);
+			unit_stop(s, &s->units[i], next.termination_grace_s);
 		}
 	} else if (s->has_spec) {
 		mark_changes(s, &next);
@@ -210,6 +213,8 @@ static void drop_removed(struct supervisor *s)
 		struct unit_rec *u = &s->units[i];
 		if (u->removed && !active(u)) {
 			struct cerr e = {0};
+			unit_drop_run(u, u->seq);
+			unit_drop_run(u, u->seq - 1);
 			if (fs_rm_rf(u->dir, &e) < 0)
 				log_warn("remove %s: %s", u->dir, e.msg);
 			unit_rec_free(u);
@@ -411,11 +416,13 @@ static void *sup_main(void *arg)
 		size_t len = 0;
 		char *body;
 
-		for (int i = 0; i < n; i++) {
-			struct unit_rec *u = ev[i].data.ptr;
-			if (u)
-				unit_exited(s, u);
-		}
+		for (int i = 0; i < n; i++)
+			for (size_t k = 0; k < s->n_units; k++)
+				if (ev[i].data.fd != s->evfd &&
+				    s->units[k].pidfd == ev[i].data.fd) {
+					unit_exited(s, &s->units[k]);
+					break;
+				}
 		body = take_pending(s, &len, &quit);
 		if (quit) {
 			free(body);
@@ -476,13 +483,20 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 {
 	struct supervisor *s = xcalloc(1, sizeof(*s));
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	struct epoll_event ev = {.events = EPOLLIN};
+	char tag[DIGEST_STR_MAX];
 	cleanup_free char *units = xasprintf("%s/units", o->state_dir);
 
 	copy_opts(s, o);
+	if (digest_buf("sha256", o->state_dir, strlen(o->state_dir), tag, e) <
+	    0)
+		return -1;
+	snprintf(s->cgroup_tag, sizeof(s->cgroup_tag), "%.16s",
+		 digest_hex(tag));
 	pthread_mutex_init(&s->mu, NULL);
 	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ev.data.fd = s->evfd;
 	if (s->evfd < 0 || s->epfd < 0 ||
 	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) < 0)
 		return cerr_sys(e, "supervisor event loop");
@@ -495,6 +509,32 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 		return cerr_set(e, EAGAIN, "cannot start the supervisor");
 	*out = s;
 	return 0;
+}
+
+static void sup_free(struct supervisor *s)
+{
+	for (size_t i = 0; i < s->n_units; i++) {
+		if (s->units[i].pidfd >= 0)
+			close(s->units[i].pidfd);
+		unit_rec_free(&s->units[i]);
+	}
+	free(s->units);
+	if (s->has_spec)
+		pod_spec_free(&s->spec);
+	free(s->spec_body);
+	free(s->pending);
+	free(s->status_text);
+	strv_free(s->log_paths);
+	strv_free(s->vol_sources);
+	strv_free(s->insecure);
+	free((char *)s->o.state_dir);
+	free((char *)s->o.image_cache);
+	free((char *)s->o.monitor_bin);
+	free((char *)s->o.packages_dir);
+	close(s->evfd);
+	close(s->epfd);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
 }
 
 /* Stop the supervisor thread. Units keep running: their monitors do not
@@ -511,6 +551,7 @@ void sup_stop(struct supervisor *s)
 	if (write(s->evfd, &one, sizeof(one)) < 0)
 		log_warn("eventfd: %m");
 	pthread_join(s->th, NULL);
+	sup_free(s);
 }
 
 /* ---- what the API threads call ---- */

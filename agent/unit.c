@@ -34,6 +34,18 @@ char *unit_run_dir(const struct unit_rec *u, int seq)
 	return xasprintf("%s/%d", u->dir, seq);
 }
 
+/* The back-off before restart n. CELL_AGENT_BACKOFF_UNIT_MS (a test seam)
+ * shrinks the kubelet's seconds to that many milliseconds each. */
+static uint64_t backoff_ns(int n)
+{
+	const char *v = getenv("CELL_AGENT_BACKOFF_UNIT_MS");
+	int64_t unit_ms = 1000;
+
+	if (v)
+		parse_int64(v, 1, 1000, &unit_ms, NULL);
+	return (uint64_t)podrun_backoff_s(n) * (uint64_t)unit_ms * 1000000ull;
+}
+
 static void set_waiting(struct unit_rec *u, const char *reason, bool failure)
 {
 	unit_state_clear(&u->state);
@@ -43,7 +55,7 @@ static void set_waiting(struct unit_rec *u, const char *reason, bool failure)
 }
 
 /* Remove a run's directory, unmounting its rootfs first. */
-static void drop_run(const struct unit_rec *u, int seq)
+void unit_drop_run(const struct unit_rec *u, int seq)
 {
 	cleanup_free char *run = unit_run_dir(u, seq);
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
@@ -207,7 +219,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 		    : img->working_dir && *img->working_dir ? img->working_dir
 							    : "/");
 	rc->hostname = hostname_of(&s->spec);
-	rc->cgroup_path = xasprintf("cell/%s-%d", u->name, u->seq + 1);
+	rc->cgroup_path =
+	    xasprintf("cell/%s/%s-%d", s->cgroup_tag, u->name, u->seq + 1);
 	rc->log_path = xasprintf("%s/log", run);
 	rc->log_max_bytes = LOG_MAX_BYTES;
 	rc->grace_seconds = s->spec.termination_grace_s;
@@ -226,7 +239,8 @@ static int write_config(const char *run, const struct run_config *rc,
 
 void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
 {
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = u};
+	/* By fd, not by pointer: the record array moves when specs change. */
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = pidfd};
 
 	u->pidfd = pidfd;
 	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
@@ -292,7 +306,7 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	bool pulled = false;
 	int r;
 
-	drop_run(u, u->seq - 1); /* keep only the previous run */
+	unit_drop_run(u, u->seq - 1); /* keep only the previous run */
 	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0 ||
 	    prepare_and_start(s, u, run, &e, &pulled) < 0) {
 		log_warn("unit %s: %s", u->name, e.msg);
@@ -302,14 +316,12 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 			    xasprintf("ErrImagePull: %s", e.msg);
 			set_waiting(u, why, false);
 			u->not_before_ns =
-			    mono_ns() +
-			    (uint64_t)podrun_backoff_s(++u->backoff_n) *
-				1000000000ull;
+			    mono_ns() + backoff_ns(++u->backoff_n);
 		} else {
 			set_waiting(u, e.msg, true);
 			u->phase = PH_FAILED;
 		}
-		drop_run(u, u->seq + 1);
+		unit_drop_run(u, u->seq + 1);
 		record_save(u, &e);
 		return -1;
 	}
@@ -389,6 +401,7 @@ static void after_exit(struct supervisor *s, struct unit_rec *u)
 		return;
 	}
 	if (u->restart_after_stop) {
+		unit_state_copy(&u->last_state, &u->state);
 		u->restart_after_stop = false;
 		u->backoff_n = 0;
 		u->not_before_ns = 0;
@@ -401,9 +414,7 @@ static void after_exit(struct supervisor *s, struct unit_rec *u)
 	}
 	if (ran >= LONG_RUN_NS)
 		u->backoff_n = 0;
-	u->not_before_ns =
-	    mono_ns() +
-	    (uint64_t)podrun_backoff_s(++u->backoff_n) * 1000000000ull;
+	u->not_before_ns = mono_ns() + backoff_ns(++u->backoff_n);
 	unit_state_copy(&u->last_state, &u->state);
 	set_waiting(u, "CrashLoopBackOff", false);
 	u->phase = PH_WAITING;
@@ -435,14 +446,14 @@ void unit_exited(struct supervisor *s, struct unit_rec *u)
 	record_save(u, &e);
 }
 
-void unit_stop(struct supervisor *s, struct unit_rec *u)
+void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq);
 	struct cerr e = {0};
 
 	if (u->phase != PH_RUNNING)
 		return;
-	if (runtime_stop(run, (int)s->spec.termination_grace_s, &e) < 0)
+	if (runtime_stop(run, (int)grace, &e) < 0)
 		log_warn("stop %s: %s", u->name, e.msg);
 	u->phase = PH_STOPPING;
 }
