@@ -132,7 +132,7 @@ struct pod_spec {
 	size_t n_sysctls;
 	char *hostname, *subdomain;
 	int64_t termination_grace_s; /* default 30 */
-	int64_t memory_limit;        /* spec.resources.memory, bytes; 0 none */
+	int64_t memory_limit;	     /* spec.resources.memory, bytes; 0 none */
 	/* secrets: name → key → bytes (decoded from base64) */
 	struct secret {
 		char *name;

@@ -12,7 +12,7 @@
 struct supervisor;
 
 struct sup_opts {
-	const char *state_dir;   /* source of truth; survives restarts */
+	const char *state_dir;	 /* source of truth; survives restarts */
 	const char *image_cache; /* cell-pull workdir */
 	const char *monitor_bin; /* path of cell-monitor */
 	const char *const *insecure_registries;

@@ -114,12 +114,15 @@ bool cache_has_blob(const struct cache *c, const char *digest, int64_t size)
 	return size < 0 || st.st_size == size;
 }
 
+#define HASH_CHUNK (1u << 16)
+
 static int hash_fd(int fd, struct hasher *h, struct buf *keep, struct cerr *e)
 {
-	static __thread unsigned char chunk[1 << 16];
+	/* On the heap: the agent's API threads have small stacks. */
+	cleanup_free unsigned char *chunk = xmalloc(HASH_CHUNK);
 
 	for (;;) {
-		ssize_t n = read(fd, chunk, sizeof(chunk));
+		ssize_t n = read(fd, chunk, HASH_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)

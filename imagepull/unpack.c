@@ -531,7 +531,6 @@ static int set_meta_at(struct unpacker *u, struct archive_entry *ent, int pfd,
 
 /* ---- entry types ---- */
 
-
 static int archive_fail(struct archive *a, struct cerr *e, const char *what)
 {
 	const char *msg = archive_error_string(a);

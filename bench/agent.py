@@ -1,0 +1,125 @@
+"""Benchmark cell-agent, side by side with the tool a user would otherwise
+pick, in one run on this machine:
+
+  (a) updatepod → unit running, image already cached, against `runc run -d`
+      of the same (flattened) rootfs; ratio of medians (target <= 1.0x);
+  (b) status requests per second over kept-alive mutual TLS with 16
+      concurrent clients, and p99 latency (target >= 5,000/s);
+  (c) the agent's RSS, idle with one pod running (target <= 8 MiB).
+
+Prints the numbers; asserts nothing. Run through bench/agent.sh.
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "pylib"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+from images import Image, busybox_layer, push  # noqa: E402
+from registry import Registry  # noqa: E402
+from wire import pod_params, unit  # noqa: E402
+from test_agent_api import start_agent  # noqa: E402
+
+BUILD = os.environ.get("CELL_BUILD", os.path.join(HERE, "..", "build"))
+REPS = int(os.environ.get("BENCH_REPS", "10"))
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def time_to_running(c, img: str, i: int) -> float:
+    name = f"u{i}"
+    t0 = time.monotonic()
+    c.update_pod(pod_params("bench_pod", units=[unit(name, img, command=["/bin/busybox", "sleep", "1000"])],
+                            terminationGracePeriodSeconds=0))
+    while time.monotonic() - t0 < 60:
+        st = c.status()
+        for u in st["unitStatus"]:
+            if u["name"] == name and "running" in (u.get("state") or {}):
+                return time.monotonic() - t0
+        time.sleep(0.002)
+    raise TimeoutError(f"unit {name} never ran: {json.dumps(st)[:1500]}")
+
+
+def runc_bundle(work: str, rootfs_src: str) -> str:
+    b = os.path.join(work, "bundle")
+    os.makedirs(b)
+    shutil.copytree(rootfs_src, os.path.join(b, "rootfs"), symlinks=True)
+    subprocess.run(["runc", "spec"], cwd=b, check=True)
+    with open(os.path.join(b, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["process"]["args"] = ["/bin/busybox", "sleep", "1000"]
+    cfg["process"]["terminal"] = False
+    with open(os.path.join(b, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return b
+
+
+def time_runc(bundle: str, i: int) -> float:
+    cid = f"cellbench{os.getpid()}-{i}"
+    t0 = time.monotonic()
+    subprocess.run(["runc", "run", "-d", "--bundle", bundle, cid], check=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    took = time.monotonic() - t0
+    subprocess.run(["runc", "delete", "-f", cid], check=True)
+    return took
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="cell-bench-agent-")
+    with Registry(os.path.join(work, "registry")) as reg:
+        push(reg, "bench/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+        img = f"{reg.host}/bench/bb:v1"
+        a = start_agent(os.path.join(work, "agent"), "--insecure-registry", reg.host)
+        c = a.client()
+        try:
+            time_to_running(c, img, 0)  # warms the image cache
+            agent_t = [time_to_running(c, img, i) for i in range(1, REPS + 1)]
+            c.update_pod(pod_params("bench_pod", units=[unit(
+                "idle", img, command=["/bin/busybox", "sleep", "1000"])],
+                                    terminationGracePeriodSeconds=0))
+            time.sleep(2)
+            rss = rss_kib(a.proc.pid)
+            load = subprocess.run(
+                [os.path.join(BUILD, "bench", "statusload"),
+                 f"https://MilpaNode:{a.port}/rest/v1/status", a.ca.cert_path,
+                 a.client_cert, a.client_key, "16", "10"],
+                capture_output=True, text=True)
+            rootfs = os.path.join(work, "flat")
+            subprocess.run([os.path.join(BUILD, "bin", "cell-pull"), "--image", img,
+                            "--insecure-registry", reg.host, "--workdir",
+                            os.path.join(work, "pullcache"), "--extract-to", rootfs],
+                           check=True)
+            bundle = runc_bundle(work, rootfs)
+            runc_t = [time_runc(bundle, i) for i in range(REPS)]
+        finally:
+            c.update_pod(pod_params("bench_pod", terminationGracePeriodSeconds=0))
+            time.sleep(1)
+            a.stop()
+    ma, mr = statistics.median(agent_t), statistics.median(runc_t)
+    print(f"(a) updatepod -> running, cached image: median {ma * 1000:.1f} ms "
+          f"(of {REPS}); runc run -d: {mr * 1000:.1f} ms; ratio {ma / mr:.2f}x "
+          "(target <= 1.0)")
+    print(f"(b) status over mutual TLS, 16 clients, 10 s: {load.stdout.strip()} "
+          "(target >= 5000 rps)")
+    if load.returncode:
+        print(f"    load generator: {load.stderr.strip()}")
+    print(f"(c) agent RSS, idle with one pod: {rss / 1024:.1f} MiB (target <= 8)")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

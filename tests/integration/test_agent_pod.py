@@ -1,0 +1,259 @@
+"""cell-agent running real pods, driven exactly as the Kip controller drives
+it (tests/pylib/wire.py): a real registry, real containers through
+cell-monitor, mutual TLS. Covers the pod lifecycle of issue 3: running and
+logs, exit codes and each restart policy, init units, a spec change that
+restarts one unit only, OOM kills, SIGTERM then SIGKILL, and an agent that
+is killed with -9 and re-adopts its units.
+
+CELL_AGENT_BACKOFF_UNIT_MS shrinks the kubelet's restart back-off (10 s
+doubling) to milliseconds so restarts can be watched quickly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from images import Image, busybox_layer, push
+from wire import pod_params, unit
+from test_agent_api import start_agent
+
+FAST = {"CELL_AGENT_BACKOFF_UNIT_MS": "50", "CELL_CGROUP_NEST": "1"}
+
+
+@pytest.fixture
+def image(registry) -> str:
+    push(registry, "t/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+    return registry.ref("t/bb", "v1")
+
+
+@pytest.fixture
+def cell(tmp_path, registry):
+    """A running agent; at the end its pod is emptied and it stops."""
+    made = []
+
+    def make(env=None, d=None):
+        a = start_agent(str(d or tmp_path / "agent"), "--insecure-registry", registry.host,
+                        env={**FAST, **(env or {})})
+        made.append(a)
+        return a, a.client()
+
+    yield make
+    for a in made:
+        if a.alive():
+            try:
+                c = a.client()
+                c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+                wait_units_gone(a)
+            finally:
+                assert a.stop() == 0, a.log()[-3000:]
+
+
+def wait_units_gone(a, timeout: float = 20) -> None:
+    """Every unit stopped and its directory (rootfs mount included) gone."""
+    units = os.path.join(a.dir, "state", "units")
+    deadline = time.monotonic() + timeout
+    while os.listdir(units) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.listdir(units), os.listdir(units)
+
+
+def units_by_name(st: dict, key: str = "unitStatus") -> dict:
+    return {u["name"]: u for u in st[key]}
+
+
+def state_of(st: dict, name: str, key: str = "unitStatus") -> dict:
+    return units_by_name(st, key).get(name, {}).get("state") or {}
+
+
+def wait_state(c, name, kind, timeout=30, key="unitStatus", pred=None):
+    return c.wait_status(lambda s: kind in state_of(s, name, key) and
+                         (pred is None or pred(units_by_name(s, key)[name])), timeout=timeout)
+
+
+def sh(img: str, name: str, script: str, **kw) -> dict:
+    return unit(name, img, command=["/bin/sh", "-c", script], **kw)
+
+
+def test_pod_runs_and_logs(cell, image):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "web", "echo hello; echo oops >&2; "
+                                                 "exec sleep 1000")]))
+    st = wait_state(c, "web", "running")
+    u = units_by_name(st)["web"]
+    assert u["ready"] is True and u["started"] is True and u["restartCount"] == 0
+    assert u["image"] == image and st["podIP"]
+    deadline = time.monotonic() + 10
+    while c.logs("web") != b"hello\noops\n" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert c.logs("web") == b"hello\noops\n"
+
+
+@pytest.mark.parametrize("policy,script,restarts,reason,code", [
+    ("Never", "exit 3", False, "Error", 3),
+    ("Never", "exit 0", False, "Completed", 0),
+    ("OnFailure", "exit 0", False, "Completed", 0),
+    ("OnFailure", "exit 3", True, "Error", 3),
+    ("Always", "exit 0", True, "Completed", 0),
+])
+def test_exit_codes_and_restart_policies(cell, image, policy, script, restarts, reason, code):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "job", script)], restart_policy=policy))
+    if restarts:
+        st = c.wait_status(lambda s: units_by_name(s).get("job", {}).get("restartCount", 0) >= 2,
+                           timeout=30)
+        last = units_by_name(st)["job"]["lastState"]["terminated"]
+    else:
+        st = wait_state(c, "job", "terminated")
+        time.sleep(1.0)  # long enough for several back-offs: none may come
+        st = c.status()
+        assert units_by_name(st)["job"]["restartCount"] == 0
+        last = state_of(st, "job")["terminated"]
+    assert (last["exitCode"], last["reason"]) == (code, reason), last
+    assert last["startedAt"] and last["finishedAt"]
+
+
+def test_init_units_run_in_order_first(cell, image):
+    a, c = cell()
+    c.update_pod(pod_params(
+        "ns_pod",
+        init_units=[sh(image, "first", "sleep 0.3; echo first"),
+                    sh(image, "second", "echo second")],
+        units=[sh(image, "main", "echo main; exec sleep 1000")]))
+    st = wait_state(c, "main", "running")
+    inits = units_by_name(st, "initUnitStatus")
+    a1 = inits["first"]["state"]["terminated"]
+    a2 = inits["second"]["state"]["terminated"]
+    assert a1["exitCode"] == 0 and a2["exitCode"] == 0
+    assert a1["finishedAt"] <= a2["startedAt"] <= state_of(st, "main")["running"]["startedAt"]
+
+
+def test_failing_init_unit_with_never_fails_the_pod(cell, image):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", restart_policy="Never",
+                            init_units=[sh(image, "setup", "exit 7")],
+                            units=[sh(image, "main", "exec sleep 1000")]))
+    st = wait_state(c, "setup", "terminated", key="initUnitStatus")
+    time.sleep(1.0)
+    st = c.status()
+    assert state_of(st, "setup", "initUnitStatus")["terminated"]["exitCode"] == 7
+    assert "running" not in state_of(st, "main") and "terminated" not in state_of(st, "main")
+
+
+def test_failing_init_unit_is_retried_otherwise(cell, image, tmp_path):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", restart_policy="Always",
+                            init_units=[sh(image, "setup", "exit 7")],
+                            units=[sh(image, "main", "exec sleep 1000")]))
+    st = c.wait_status(lambda s: units_by_name(s, "initUnitStatus").get("setup", {})
+                       .get("restartCount", 0) >= 2, timeout=30)
+    assert "running" not in state_of(st, "main")
+
+
+def test_spec_change_restarts_only_that_unit(cell, image):
+    a, c = cell()
+    units = [sh(image, "a", "exec sleep 1000"), sh(image, "b", "exec sleep 1000")]
+    grace = {"terminationGracePeriodSeconds": 1}  # sleep as PID 1 ignores TERM
+    c.update_pod(pod_params("ns_pod", units=units, **grace))
+    st = c.wait_status(lambda s: all("running" in state_of(s, n) for n in ("a", "b")))
+    a_started = state_of(st, "a")["running"]["startedAt"]
+    time.sleep(1.1)  # startedAt has a resolution of seconds
+    units[1] = sh(image, "b", "exec sleep 1000",
+                  env=[{"name": "CHANGED", "value": "yes"}])  # not name, not image
+    c.update_pod(pod_params("ns_pod", units=units, **grace))
+    st = wait_state(c, "b", "running", pred=lambda u: u["restartCount"] == 1)
+    assert state_of(st, "a")["running"]["startedAt"] == a_started
+    assert units_by_name(st)["a"]["restartCount"] == 0
+    # A removed unit stops and leaves the status.
+    c.update_pod(pod_params("ns_pod", units=units[:1], **grace))
+    st = c.wait_status(lambda s: "b" not in units_by_name(s))
+    assert "running" in state_of(st, "a")
+
+
+def test_oom_kill_is_reported(cell, image):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", restart_policy="Never",
+                            units=[sh(image, "hog", "tail /dev/zero")],
+                            resources={"cpu": "1", "memory": "32Mi"}))
+    st = wait_state(c, "hog", "terminated", timeout=60)
+    t = state_of(st, "hog")["terminated"]
+    assert (t["reason"], t["exitCode"]) == ("OOMKilled", 137), t
+
+
+@pytest.mark.parametrize("trap,lo,hi,code", [
+    ("trap 'exit 143' TERM;", 0.0, 1.5, 143),
+    ("trap '' TERM;", 1.8, 8.0, 137),
+], ids=["honours-TERM", "ignores-TERM"])
+def test_stop_is_sigterm_then_sigkill_after_grace(cell, image, trap, lo, hi, code):
+    # The unit's shell is PID 1 of its namespace, where a signal without a
+    # handler does nothing: it takes a trap to honour SIGTERM.
+    a, c = cell()
+    script = f"{trap} sleep 1000 & sleep 1000 & wait"
+    pod = lambda env: pod_params("ns_pod", units=[sh(image, "s", script, env=env)],  # noqa
+                                 terminationGracePeriodSeconds=2)
+    c.update_pod(pod([]))
+    wait_state(c, "s", "running")
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    c.update_pod(pod([{"name": "V", "value": "2"}]))  # a change: stop, run again
+    st = wait_state(c, "s", "running", pred=lambda u: u["restartCount"] == 1)
+    took = time.monotonic() - t0
+    assert units_by_name(st)["s"]["lastState"]["terminated"]["exitCode"] == code
+    assert lo <= took <= hi, f"stop took {took:.2f}s"
+
+
+def read_json(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_agent_kill_9_and_readoption(cell, image, tmp_path):
+    d = tmp_path / "agent"
+    a, c = cell(d=d)
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "web", "echo up; exec sleep 1000"),
+                                             sh(image, "job", "exit 0")],
+                            restart_policy="OnFailure", terminationGracePeriodSeconds=1))
+    st = c.wait_status(lambda s: "running" in state_of(s, "web") and
+                       "terminated" in state_of(s, "job"))
+    before = units_by_name(st)
+    run = d / "state" / "units" / "web" / "1"
+    monitor = read_json(run / "state.json")
+    os.killpg(a.proc.pid, signal.SIGKILL)
+    a.proc.wait()
+    # The unit lives on without the agent.
+    pid = monitor.get("monitorPid") or monitor.get("monitor_pid")
+    assert pid and os.path.exists(f"/proc/{pid}"), monitor
+    a2, c2 = cell(d=d)
+    st = c2.wait_status(lambda s: "running" in state_of(s, "web"))
+    after = units_by_name(st)
+    assert after["web"]["state"] == before["web"]["state"]  # same startedAt
+    assert after["web"]["restartCount"] == 0
+    assert after["job"]["state"] == before["job"]["state"]  # not run again
+    assert not (d / "state" / "units" / "web" / "2").exists()  # nothing started twice
+    assert read_json(run / "state.json") == monitor
+    # Still managed: stopping it works through the new agent.
+    c2.update_pod(pod_params("ns_pod", units=[], terminationGracePeriodSeconds=1))
+    c2.wait_status(lambda s: not s["unitStatus"], timeout=20)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}"), "the monitor outlived its stop"
+
+
+def test_bad_image_is_reported_and_retried(cell, registry):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", units=[unit("x", registry.ref("t/nope", "v1"),
+                                                   command=["/bin/true"])]))
+    st = c.wait_status(lambda s: "waiting" in state_of(s, "x") and
+                       "ErrImagePull" in state_of(s, "x")["waiting"].get("reason", ""))
+    assert state_of(st, "x")["waiting"]["startFailure"] is False
+
+
+def test_start_failure_is_reported(cell, image):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", units=[unit("x", image, command=["/no/such/binary"])]))
+    st = c.wait_status(lambda s: state_of(s, "x").get("waiting", {}).get("startFailure"))
+    assert "/no/such/binary" in state_of(st, "x")["waiting"]["reason"]
