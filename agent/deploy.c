@@ -230,6 +230,8 @@ static void part_headers(struct mpart *m, char *h, size_t n)
 	char *line = h, *end = h + n;
 
 	m->in_field = false;
+	if (!h || !n)
+		return;
 	while (line < end) {
 		char *eol = memmem(line, (size_t)(end - line), "\r\n", 2);
 

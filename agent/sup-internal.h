@@ -11,7 +11,9 @@
 #include <sys/types.h>
 
 #include "agent-internal.h"
+#include "probe.h"
 #include "pull.h"
+#include "stats.h"
 #include "supervisor.h"
 
 enum unit_phase {
@@ -38,6 +40,7 @@ struct unit_rec {
 	bool ready;
 	int started; /* -1 null, 0, 1 */
 	int pidfd;
+	struct unit_probes probes; /* this run's probes (when spec has any) */
 	struct unit_state state, last_state;
 	char *dir; /* <state>/units/<name> */
 };
@@ -64,6 +67,7 @@ struct supervisor {
 	char **vol_sources;
 	bool pod_failed;
 	bool pod_restarting; /* initUnits changed: stop all, then start over */
+	struct stats_state stats;
 };
 
 /* unit.c */
@@ -78,6 +82,9 @@ char *unit_run_dir(const struct unit_rec *u, int seq);
 /* Remove a run's directory (its rootfs unmounted first). */
 void unit_drop_run(const struct unit_rec *u, int seq);
 void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd);
+/* Run the unit's due probes; a failed liveness or startup probe stops it
+ * (the restart policy then decides). */
+void unit_probe(struct supervisor *s, struct unit_rec *u);
 
 /* record.c */
 int record_save(const struct unit_rec *u, struct cerr *e);

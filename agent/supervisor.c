@@ -23,6 +23,7 @@
 #include "digest.h"
 #include "fsutil.h"
 #include "log.h"
+#include "runtime.h"
 #include "sup-internal.h"
 #include "util.h"
 #include "volumes.h"
@@ -270,6 +271,8 @@ static void reconcile(struct supervisor *s)
 	drop_removed(s);
 	if (s->pod_failed || !run_init_units(s))
 		return;
+	for (size_t i = 0; i < s->n_units; i++)
+		unit_probe(s, &s->units[i]);
 	for (size_t i = 0; i < s->n_units; i++) {
 		struct unit_rec *u = &s->units[i];
 		if (u->phase == PH_RUNNING && u->pidfd < 0)
@@ -285,12 +288,16 @@ static int next_timeout_ms(const struct supervisor *s)
 
 	for (size_t i = 0; i < s->n_units; i++) {
 		const struct unit_rec *u = &s->units[i];
-		if (u->phase != PH_WAITING)
+		uint64_t due = u->phase == PH_WAITING ? u->not_before_ns
+			       : u->phase == PH_RUNNING
+				   ? probes_next_due(&u->probes)
+				   : 0;
+		if (!due)
 			continue;
-		if (u->not_before_ns <= now)
+		if (due <= now)
 			return 0;
-		if (u->not_before_ns - now < best)
-			best = u->not_before_ns - now;
+		if (due - now < best)
+			best = due - now;
 	}
 	return (int)(best / 1000000) + 1;
 }
@@ -330,6 +337,36 @@ static void fill_status(const struct unit_rec *u, struct unit_status *o)
 	o->last_state = u->last_state;
 }
 
+/* resourceUsage: pod-wide numbers and each running unit's cgroups. */
+static void collect_usage(struct supervisor *s, struct pod_status *ps)
+{
+	struct usage_unit *uu = xcalloc(s->n_units + 1, sizeof(*uu));
+	struct unit_runtime_state *st = xcalloc(s->n_units + 1, sizeof(*st));
+	size_t n = 0;
+	struct cerr e = {0};
+
+	for (size_t i = 0; i < s->n_units; i++) {
+		const struct unit_rec *u = &s->units[i];
+		cleanup_free char *run = NULL;
+
+		if (u->removed || u->phase != PH_RUNNING)
+			continue;
+		run = unit_run_dir(u, u->seq);
+		if (runtime_read_state(run, &st[n], &e) < 0 || !st[n].cgroups)
+			continue;
+		uu[n].name = u->name;
+		uu[n].cgroup_dirs = st[n].cgroups;
+		n++;
+	}
+	if (stats_collect(&s->stats, NULL, uu, n, s->o.state_dir, &ps->usage,
+			  &ps->n_usage, &e) < 0)
+		log_warn("resource usage: %s", e.msg);
+	for (size_t i = 0; i < n; i++)
+		runtime_state_free(&st[i]);
+	free(st);
+	free(uu);
+}
+
 static char *status_text(struct supervisor *s)
 {
 	struct pod_status ps = {0};
@@ -346,11 +383,13 @@ static char *status_text(struct supervisor *s)
 		else
 			fill_status(u, &ps.units[ps.n_units++]);
 	}
+	collect_usage(s, &ps);
 	ps.pod_ip = s->has_spec && s->spec.pod_ip && *s->spec.pod_ip
 			? xstrdup(s->spec.pod_ip)
 			: primary_ip();
 	text = wire_status_json(&ps);
 	free(ps.pod_ip);
+	stats_free(ps.usage, ps.n_usage);
 	free(ps.units);
 	free(ps.init_units);
 	return text;

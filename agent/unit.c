@@ -249,13 +249,40 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
 
 static void set_running(struct unit_rec *u, int64_t started_at)
 {
+	struct probe_outcome out;
+
 	unit_state_clear(&u->state);
 	u->state.kind = STATE_RUNNING;
 	u->state.started_at_ns = started_at;
 	u->phase = PH_RUNNING;
-	/* No probes yet: a running unit is started and ready. */
 	u->started = 1;
 	u->ready = true;
+	if (!u->spec)
+		return;
+	/* Probes count from now: after an agent restart a re-adopted unit
+	 * waits out its initial delays again, as after a kubelet restart. */
+	probes_init(&u->probes, u->spec, mono_ns());
+	probes_outcome(&u->probes, u->spec, &out);
+	u->started = out.started;
+	u->ready = out.ready;
+}
+
+void unit_probe(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *run = unit_run_dir(u, u->seq);
+	struct probe_ctx c = {.monitor_bin = s->o.monitor_bin, .unit_dir = run};
+	struct probe_outcome out;
+	uint64_t due = probes_next_due(&u->probes);
+
+	if (u->phase != PH_RUNNING || !u->spec || !due || due > mono_ns())
+		return;
+	probes_run_due(&u->probes, u->spec, &c, mono_ns(), &out);
+	u->started = out.started;
+	u->ready = out.ready;
+	if (out.kill) {
+		log_warn("unit %s: %s; stopping it", u->name, out.why);
+		unit_stop(s, u, s->spec.termination_grace_s);
+	}
 }
 
 /* After the monitor confirmed the exec: watch it. */

@@ -257,3 +257,42 @@ def test_start_failure_is_reported(cell, image):
     c.update_pod(pod_params("ns_pod", units=[unit("x", image, command=["/no/such/binary"])]))
     st = c.wait_status(lambda s: state_of(s, "x").get("waiting", {}).get("startFailure"))
     assert "/no/such/binary" in state_of(st, "x")["waiting"]["reason"]
+
+
+def test_readiness_probe_gates_ready(cell, image):
+    a, c = cell()
+    probe = {"exec": {"command": ["/bin/busybox", "test", "-f", "/tmp/ready"]},
+             "periodSeconds": 1, "successThreshold": 1, "failureThreshold": 1}
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "web", "sleep 2; touch /tmp/ready; "
+                                                 "exec sleep 1000", readinessProbe=probe)],
+                            terminationGracePeriodSeconds=0))
+    st = wait_state(c, "web", "running")
+    assert units_by_name(st)["web"]["ready"] is False
+    st = c.wait_status(lambda s: units_by_name(s)["web"]["ready"] is True, timeout=20)
+    assert units_by_name(st)["web"]["restartCount"] == 0
+
+
+def test_failing_liveness_probe_restarts_the_unit(cell, image):
+    a, c = cell()
+    probe = {"exec": {"command": ["/bin/busybox", "false"]},
+             "initialDelaySeconds": 1, "periodSeconds": 1, "failureThreshold": 2}
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "web", "exec sleep 1000",
+                                                 livenessProbe=probe)],
+                            terminationGracePeriodSeconds=0))
+    st = c.wait_status(lambda s: units_by_name(s).get("web", {}).get("restartCount", 0) >= 1,
+                       timeout=30)
+    last = units_by_name(st)["web"]["lastState"]["terminated"]
+    assert last["exitCode"] == 137, last
+
+
+def test_resource_usage_is_reported(cell, image):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "web", "exec sleep 1000")],
+                            terminationGracePeriodSeconds=0))
+    wait_state(c, "web", "running")
+    st = c.wait_status(lambda s: "web.memoryUsage" in (s.get("resourceUsage") or {}))
+    u = st["resourceUsage"]
+    for k in ("cpu", "memory", "disk", "fsAvailable", "fsCapacity", "fsUsed", "fsInodes",
+              "netRx", "netTx", "web.cpuUsage", "web.memoryUsage", "web.memoryWorkingSet"):
+        assert k in u and isinstance(u[k], (int, float)), (k, u)
+    assert 0 < u["fsAvailable"] <= u["fsCapacity"] and u["web.memoryUsage"] > 0

@@ -1,0 +1,49 @@
+/* Resource usage for PodStatusReply's resourceUsage (WIRE.md): per-unit
+ * cgroup counters (v1, v2 and hybrid hosts), pod-wide CPU and memory
+ * percentages, the pod filesystem and the network interfaces. Values come
+ * out as name → decimal number text, ready for struct pod_status.usage.
+ * Every source is optional: a missing or malformed file omits its keys. */
+#ifndef CELL_AGENT_STATS_H
+#define CELL_AGENT_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent-internal.h"
+#include "err.h"
+
+struct usage_unit {
+	const char *name;
+	/* The unit's cgroup directories as the monitor recorded them
+	 * (unit_runtime_state.cgroups): one per v1 hierarchy, or the one v2
+	 * directory; NULL-terminated. NULL: no cgroup (no per-unit keys). */
+	char *const *cgroup_dirs;
+};
+
+/* Where the host files are; NULL members mean the real ones. */
+struct stats_paths {
+	const char *meminfo;	  /* "/proc/meminfo" */
+	const char *proc_net_dev; /* "/proc/net/dev" */
+};
+
+/* What `cpu` is computed against: the previous sample. Start zeroed and
+ * pass the same struct to every call. */
+struct stats_state {
+	uint64_t (*clock)(void); /* monotonic ns; NULL: now_ns (tests inject) */
+	long ncpu;		 /* CPUs of the machine; 0: online CPUs */
+	bool primed;		 /* prev_* hold a sample */
+	uint64_t prev_ns;	 /* clock at the previous sample */
+	uint64_t prev_cpu_ns;	 /* all units' cumulative CPU then */
+};
+
+/* Collect the resourceUsage keys into *out (n_out entries; free with
+ * stats_free). fs_path names the filesystem for disk and fs* ("/" when
+ * NULL); paths may be NULL. Fails only on bad arguments (EINVAL): every
+ * unreadable source just omits its keys. */
+int stats_collect(struct stats_state *st, const struct stats_paths *paths,
+		  const struct usage_unit *units, size_t n, const char *fs_path,
+		  struct kv **out, size_t *n_out, struct cerr *e);
+void stats_free(struct kv *v, size_t n);
+
+#endif
