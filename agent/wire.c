@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "agent-internal.h"
+#include "base64.h"
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "util.h"
@@ -391,55 +392,20 @@ int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e)
 
 /* ---- secrets, credentials, annotations ---- */
 
-static int b64val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	return c == '/' ? 63 : -1;
-}
-
 /* Strict standard base64 (RFC 4648 §4), as Go's encoding/json writes []byte:
  * padded, no whitespace, and unused bits zero so that each byte string has
  * exactly one spelling. The result is NUL-terminated for convenience. */
-static int b64_decode(const char *s, size_t n, char **out, size_t *outlen)
+static int secret_b64(const char *s, size_t n, char **out, size_t *outlen)
 {
-	size_t pad = 0, o = 0;
-	char *d;
+	struct buf b;
 
-	if (n % 4)
+	buf_init(&b, 0);
+	if (b64_decode(s, n, B64_PADDED | B64_CANONICAL, &b, NULL) < 0) {
+		buf_free(&b);
 		return -1;
-	if (n && s[n - 1] == '=')
-		pad = (n >= 2 && s[n - 2] == '=') ? 2 : 1;
-	d = xmalloc(n / 4 * 3 + 1);
-	for (size_t i = 0; i < n; i += 4) {
-		int v[4];
-		size_t k = (i + 4 == n) ? 4 - pad : 4;
-		uint32_t w = 0;
-
-		for (size_t j = 0; j < 4; j++) {
-			v[j] = j < k ? b64val((unsigned char)s[i + j]) : 0;
-			if (v[j] < 0)
-				goto bad;
-			w = w << 6 | (uint32_t)v[j];
-		}
-		if ((k == 2 && (w & 0xffff)) || (k == 3 && (w & 0xff)))
-			goto bad; /* non-zero unused bits */
-		for (size_t j = 0; j + 1 < k; j++)
-			d[o++] = (char)(w >> (16 - 8 * j));
 	}
-	d[o] = '\0';
-	*out = d;
-	*outlen = o;
+	*out = buf_steal(&b, outlen);
 	return 0;
-bad:
-	free(d);
-	return -1;
 }
 
 static int parse_secret(const char *name, json_t *items, const char *at,
@@ -472,7 +438,7 @@ static int parse_secret(const char *name, json_t *items, const char *at,
 		if (n > (WIRE_MAX_SECRET_VALUE + 2) / 3 * 4)
 			return badf(e, p, NULL, "longer than %u bytes",
 				    WIRE_MAX_SECRET_VALUE);
-		if (b64_decode(b, n, &s->items[i].value, &s->item_len[i]) < 0)
+		if (secret_b64(b, n, &s->items[i].value, &s->item_len[i]) < 0)
 			return badf(e, p, NULL, "not valid base64");
 		if (s->item_len[i] > WIRE_MAX_SECRET_VALUE)
 			return badf(e, p, NULL, "longer than %u bytes",

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "ci-internal.h"
 #include "cleanup.h"
 #include "util.h"
@@ -17,58 +18,11 @@ bool ci_is_gzip(const void *p, size_t n)
 	return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
 }
 
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-') /* '-' and '_': the URL-safe alphabet */
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
+/* Lenient, as cloud-init reads it: whitespace, the URL-safe alphabet and
+ * missing padding are all fine. */
 int ci_b64_decode(const char *in, size_t len, struct buf *out, struct cerr *e)
 {
-	unsigned acc = 0;
-	int bits = 0;
-	size_t pad = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)in[i];
-		int v;
-		char byte;
-
-		if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
-			continue;
-		if (c == '=') {
-			pad++;
-			continue;
-		}
-		v = b64_value(c);
-		if (v < 0 || pad)
-			return cerr_set(
-			    e, EINVAL, "invalid base64 character at offset %zu",
-			    i);
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits < 8)
-			continue;
-		bits -= 8;
-		byte = (char)((acc >> bits) & 0xff);
-		if (buf_append(out, &byte, 1, e) < 0)
-			return -1;
-	}
-	/* Six leftover bits cannot end a valid encoding. */
-	if (bits >= 6 || pad > 2)
-		return cerr_set(e, EINVAL, "truncated base64");
-	if (!out->data && buf_append(out, "", 0, e) < 0)
-		return -1;
-	return 0;
+	return b64_decode(in, len, B64_LENIENT, out, e);
 }
 
 /* One inflate step into the spare room of out. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base64.h"
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "pull-internal.h"
@@ -255,68 +256,24 @@ void www_auth_free(struct www_auth *w)
 
 /* ---- docker config.json ---- */
 
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Standard alphabet with padding, as Go's base64.StdEncoding (which Docker
- * uses) wants it; out must hold n / 4 * 3 bytes. */
-static int base64_decode(const char *in, size_t n, unsigned char *out,
-			 size_t *outlen)
-{
-	size_t o = 0;
-
-	if (n % 4)
-		return -1;
-	for (size_t i = 0; i < n; i += 4) {
-		unsigned long quad = 0;
-		int pad = 0;
-
-		for (int k = 0; k < 4; k++) {
-			int v = b64_value((unsigned char)in[i + k]);
-
-			if (in[i + k] == '=' && i + 4 == n && k >= 2) {
-				pad++;
-				v = 0;
-			} else if (v < 0 || pad) {
-				return -1;
-			}
-			quad = quad << 6 | (unsigned long)v;
-		}
-		out[o++] = (unsigned char)(quad >> 16);
-		if (pad < 2)
-			out[o++] = (unsigned char)(quad >> 8);
-		if (pad < 1)
-			out[o++] = (unsigned char)quad;
-	}
-	*outlen = o;
-	return 0;
-}
-
 /* "auth" is base64("user:password"). Like Docker, NUL bytes around the
  * password are dropped; anywhere else they would cut a C string short. */
 static int decode_auth(const char *key, const char *b64, char **user,
 		       char **pass, struct cerr *e)
 {
-	size_t n = strlen(b64), len;
-	cleanup_free unsigned char *raw = xmalloc(n / 4 * 3 + 1);
+	size_t len;
+	struct buf b;
+	cleanup_free unsigned char *raw = NULL;
 	char *colon, *nul, *p, *end;
 
-	if (base64_decode(b64, n, raw, &len) < 0)
+	/* Padded, as Go's base64.StdEncoding (which Docker uses) wants it. */
+	buf_init(&b, 0);
+	if (b64_decode(b64, strlen(b64), B64_PADDED, &b, NULL) < 0) {
+		buf_free(&b);
 		return cerr_set(e, EINVAL,
 				"auth of '%.100s' is not valid base64", key);
-	raw[len] = '\0';
+	}
+	raw = (unsigned char *)buf_steal(&b, &len);
 	colon = memchr(raw, ':', len);
 	nul = memchr(raw, '\0', len);
 	if (!colon || colon == (char *)raw || (nul && nul < colon))

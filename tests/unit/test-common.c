@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../lib/tap.h"
+#include "base64.h"
 #include "buf.h"
 #include "cleanup.h"
 #include "digest.h"
@@ -135,8 +136,50 @@ static void test_digest(void)
 	ok(digest_validate("md5:abc", &e) < 0, "unknown algorithm refused");
 }
 
+static bool b64_is(const char *in, unsigned flags, const char *want)
+{
+	struct buf b;
+	struct cerr e = {0};
+	bool same;
+
+	buf_init(&b, 32);
+	if (b64_decode(in, strlen(in), flags, &b, &e) < 0) {
+		buf_free(&b);
+		return want == NULL;
+	}
+	same = want && b.len == strlen(want) && !memcmp(b.data, want, b.len);
+	buf_free(&b);
+	return same;
+}
+
+static void test_base64(void)
+{
+	unsigned strict = B64_PADDED | B64_CANONICAL;
+
+	ok(b64_is("aGk=", strict, "hi") && b64_is("", strict, ""),
+	   "b64: padded");
+	ok(b64_is("aGk", strict, NULL) && b64_is("aGk", B64_LENIENT, "hi"),
+	   "b64: missing padding only when lenient");
+	ok(b64_is("aGl=", B64_PADDED, "hi") && b64_is("aGl=", strict, NULL),
+	   "b64: non-zero unused bits refused when canonical");
+	ok(b64_is("aG k=\n", strict, NULL) &&
+	       b64_is("aG k=\n", B64_LENIENT, "hi"),
+	   "b64: whitespace only when lenient");
+	ok(b64_is("-_8=", B64_LENIENT, "\xfb\xff") &&
+	       b64_is("-_8=", B64_PADDED, NULL),
+	   "b64: URL-safe alphabet only when lenient");
+	ok(b64_is("a===", B64_LENIENT, NULL) &&
+	       b64_is("a=Gk", B64_PADDED, NULL),
+	   "b64: bad padding refused");
+	ok(b64_is("aGVsbG8gd29ybGQgYW5kIG1vcmUgYW5kIG1vcmUgYW5kIG1vcmUgYW5kIG1v"
+		  "cmUgYW5kIG1vcmUgYW5k",
+		  B64_LENIENT, NULL),
+	   "b64: output over the cap refused");
+}
+
 int main(void)
 {
+	test_base64();
 	test_err();
 	test_buf();
 	test_clean();
