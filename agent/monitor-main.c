@@ -239,10 +239,16 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		rc = monitor_run(a.dir, a.sync_fd);
-	else if (!strcmp(argv[1], "exec"))
-		rc = a.cmd[0]
-			 ? monitor_exec(a.dir, a.sync_fd, a.cmd, a.env, a.cwd)
-			 : (fputs(usage, stderr), 2);
+	else if (!strcmp(argv[1], "exec") && a.cmd[0]) {
+		rc = monitor_exec(a.dir, a.sync_fd, a.cmd, a.env, a.cwd);
+		/* This process joined the unit's mount namespace, whose /proc
+		 * belongs to another PID namespace: exit handlers that read
+		 * /proc/self (LeakSanitizer's, in sanitizer builds) would spin
+		 * forever. Nothing is left to flush: leave at once. */
+		fflush(NULL);
+		_exit(rc);
+	} else if (!strcmp(argv[1], "exec"))
+		rc = (fputs(usage, stderr), 2);
 	else
 		rc = cmd_client(argv[1], &a);
 	free(a.env);
