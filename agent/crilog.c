@@ -26,14 +26,6 @@
 
 static const char *const stream_names[] = {"stdout", "stderr"};
 
-static int64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void crilog_format_time(int64_t ns, char *out)
 {
 	time_t sec = (time_t)(ns / 1000000000);

@@ -55,14 +55,6 @@ extern char **environ;
 #define SYS_pidfd_send_signal 424
 #endif
 
-static int64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Field 3 (state) and 22 (starttime) of /proc/<pid>/stat; the command name
  * in field 2 may hold spaces and parentheses, so parsing starts after the
  * last ')'. */

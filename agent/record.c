@@ -16,18 +16,6 @@
 
 #define RECORD_MAX (1u << 20)
 
-uint64_t mono_ns(void)
-{
-	return now_ns();
-}
-
-int64_t wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void unit_state_clear(struct unit_state *st)
 {
 	free(st->reason);

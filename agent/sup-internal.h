@@ -93,7 +93,4 @@ void unit_state_clear(struct unit_state *st);
 void unit_state_copy(struct unit_state *dst, const struct unit_state *src);
 void unit_rec_free(struct unit_rec *u);
 
-uint64_t mono_ns(void);
-int64_t wall_ns(void);
-
 #endif

@@ -228,7 +228,7 @@ static void drop_removed(struct supervisor *s)
 
 static bool due(const struct unit_rec *u)
 {
-	return u->phase == PH_WAITING && mono_ns() >= u->not_before_ns;
+	return u->phase == PH_WAITING && now_ns() >= u->not_before_ns;
 }
 
 /* Init units one after the other, each to success. Returns true once all
@@ -284,7 +284,7 @@ static void reconcile(struct supervisor *s)
 
 static int next_timeout_ms(const struct supervisor *s)
 {
-	uint64_t now = mono_ns(), best = (uint64_t)TICK_MS * 1000000;
+	uint64_t now = now_ns(), best = (uint64_t)TICK_MS * 1000000;
 
 	for (size_t i = 0; i < s->n_units; i++) {
 		const struct unit_rec *u = &s->units[i];

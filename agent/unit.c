@@ -261,7 +261,7 @@ static void set_running(struct unit_rec *u, int64_t started_at)
 		return;
 	/* Probes count from now: after an agent restart a re-adopted unit
 	 * waits out its initial delays again, as after a kubelet restart. */
-	probes_init(&u->probes, u->spec, mono_ns());
+	probes_init(&u->probes, u->spec, now_ns());
 	probes_outcome(&u->probes, u->spec, &out);
 	u->started = out.started;
 	u->ready = out.ready;
@@ -274,9 +274,9 @@ void unit_probe(struct supervisor *s, struct unit_rec *u)
 	struct probe_outcome out;
 	uint64_t due = probes_next_due(&u->probes);
 
-	if (u->phase != PH_RUNNING || !u->spec || !due || due > mono_ns())
+	if (u->phase != PH_RUNNING || !u->spec || !due || due > now_ns())
 		return;
-	probes_run_due(&u->probes, u->spec, &c, mono_ns(), &out);
+	probes_run_due(&u->probes, u->spec, &c, now_ns(), &out);
 	u->started = out.started;
 	u->ready = out.ready;
 	if (out.kill) {
@@ -343,7 +343,7 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 			    xasprintf("ErrImagePull: %s", e.msg);
 			set_waiting(u, why, false);
 			u->not_before_ns =
-			    mono_ns() + backoff_ns(++u->backoff_n);
+			    now_ns() + backoff_ns(++u->backoff_n);
 		} else {
 			set_waiting(u, e.msg, true);
 			u->phase = PH_FAILED;
@@ -441,7 +441,7 @@ static void after_exit(struct supervisor *s, struct unit_rec *u)
 	}
 	if (ran >= LONG_RUN_NS)
 		u->backoff_n = 0;
-	u->not_before_ns = mono_ns() + backoff_ns(++u->backoff_n);
+	u->not_before_ns = now_ns() + backoff_ns(++u->backoff_n);
 	unit_state_copy(&u->last_state, &u->state);
 	set_waiting(u, "CrashLoopBackOff", false);
 	u->phase = PH_WAITING;

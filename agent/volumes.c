@@ -20,16 +20,6 @@
 #include "path.h"
 #include "util.h"
 
-static bool is_mountpoint(const char *path)
-{
-	cleanup_free char *parent = xasprintf("%s/..", path);
-	struct stat a, b;
-
-	if (stat(path, &a) < 0 || stat(parent, &b) < 0)
-		return false;
-	return a.st_dev != b.st_dev;
-}
-
 static int prepare_empty_dir(const struct volume *v, const char *dir,
 			     struct cerr *e)
 {
@@ -40,7 +30,7 @@ static int prepare_empty_dir(const struct volume *v, const char *dir,
 	/* emptyDir is world-writable, as the kubelet makes it. */
 	if (chmod(dir, 0777) < 0)
 		return cerr_sys(e, "chmod %s", dir);
-	if (!v->memory || is_mountpoint(dir))
+	if (!v->memory || fs_is_mountpoint(dir))
 		return 0;
 	opts = v->size_limit > 0
 		   ? xasprintf("mode=0777,size=%lld", (long long)v->size_limit)

@@ -189,3 +189,13 @@ bool fs_exists(const char *path)
 	struct stat st;
 	return lstat(path, &st) == 0;
 }
+
+bool fs_is_mountpoint(const char *path)
+{
+	cleanup_free char *parent = xasprintf("%s/..", path);
+	struct stat a, b;
+
+	if (stat(path, &a) < 0 || stat(parent, &b) < 0)
+		return false;
+	return a.st_dev != b.st_dev || a.st_ino == b.st_ino;
+}

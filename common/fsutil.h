@@ -23,6 +23,9 @@ int fs_read_fd(int fd, struct buf *out, struct cerr *e);
 int fs_rm_rf_at(int dirfd, const char *name, struct cerr *e);
 int fs_rm_rf(const char *path, struct cerr *e);
 bool fs_exists(const char *path);
+/* Is path the root of a mount? (Its device differs from its parent's, or it
+ * is the same inode as its parent: "/".) */
+bool fs_is_mountpoint(const char *path);
 /* Write all of buf to fd, retrying short writes and EINTR. A full disk
  * shows as -1 with errno ENOSPC (never as a silent short write). */
 int fs_write_all(int fd, const void *buf, size_t len);

@@ -28,6 +28,8 @@ int parse_int64(const char *s, int64_t min, int64_t max, int64_t *out,
 
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);
+/* Wall clock (CLOCK_REALTIME) in nanoseconds since the epoch. */
+int64_t wall_ns(void);
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -52,18 +52,6 @@ static char *short_name(const struct cache *c, const char *diff_id,
 	return name;
 }
 
-/* Is path the root of a mount? (Its device differs from its parent's, or
- * it is the same inode as the parent: "/".) */
-static bool is_mountpoint(const char *path)
-{
-	cleanup_free char *parent = xasprintf("%s/..", path);
-	struct stat a, b;
-
-	if (stat(path, &a) < 0 || stat(parent, &b) < 0)
-		return false;
-	return a.st_dev != b.st_dev || a.st_ino == b.st_ino;
-}
-
 /* A layer whose root is opaque (it had a top-level ".wh..wh..opq") hides
  * every layer below it. overlayfs ignores the opaque xattr on a lowerdir's
  * root, so those layers are left out of the mount instead. */
@@ -127,7 +115,7 @@ int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
 	abs = realpath(target, NULL);
 	if (!abs)
 		return cerr_sys(e, "%s", target);
-	if (is_mountpoint(abs))
+	if (fs_is_mountpoint(abs))
 		return cerr_set(e, EBUSY,
 				"%s is already a mount point; unmount it "
 				"first (cell-pull --unmount)",
