@@ -470,6 +470,23 @@ static int consume(struct consumer *c, int rootfd, enum unpack_mode mode,
 	return ret;
 }
 
+/* A layer that fails to decode while its blob still downloads most likely
+ * has a corrupt blob: wait for the download's own verdict and report that
+ * (a digest mismatch) rather than its echo in the decoder (a bad checksum).
+ * Refusals of hostile entries are not decode errors and fail at once. */
+static void prefer_blob_error(struct fetch *f, struct blob_job *b,
+			      struct cerr *e)
+{
+	if (e->code != EBADMSG && e->code != EIO && e->code != EILSEQ)
+		return;
+	pthread_mutex_lock(&b->mu);
+	while (!b->done && !b->failed && !f->aborted)
+		pthread_cond_wait(&b->cv, &b->mu);
+	if (b->failed)
+		*e = b->err;
+	pthread_mutex_unlock(&b->mu);
+}
+
 /* Unpack one layer from its blob into rootfd and check its diff-id. */
 int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 		 enum unpack_mode mode, struct cerr *e)
@@ -499,6 +516,8 @@ int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 				       "to %s, the config says %s",
 				       l->blob->desc->digest, got, l->diff_id);
 	}
+	if (ret < 0)
+		prefer_blob_error(f, l->blob, e);
 	goto out;
 out_nothread:
 	for (int i = 0; i < RING_N; i++)
