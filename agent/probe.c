@@ -1,6 +1,6 @@
 /* Probes: one attempt of each kind, and the per-unit state machine with the
  * kubelet's rules (pkg/kubelet/prober/worker.go). See probe.h. */
-#include <curl/curl.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -15,6 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "buf.h"
 #include "cleanup.h"
 #include "probe.h"
 #include "runtime.h"
@@ -135,128 +139,559 @@ static enum probe_result probe_exec(const struct probe *p,
 
 /* ================================ http ================================ */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void)
+/* A small HTTP/1.1 client: one GET, "Connection: close", plain or TLS over a
+ * non-blocking socket, every step (connect, handshake, send, headers, body)
+ * bounded by one deadline. The agent must not link libcurl for this (its
+ * dependency tree costs megabytes of resident memory). */
+
+#define HTTP_HEAD_MAX (16u << 10) /* status line and headers */
+#define HTTP_USER_AGENT "kube-probe/cell"
+
+/* What a probe asks for; the strings are borrowed. */
+struct http_req {
+	const char *host; /* a name, an IPv4 or a bare IPv6 literal */
+	int port;
+	bool https;
+	const char *path; /* as sent */
+};
+
+/* One connection; ssl is NULL for plain HTTP. */
+struct conn {
+	int fd;
+	SSL *ssl;
+	uint64_t deadline;
+};
+
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static SSL_CTX *tls_ctx;
+
+static void tls_init_once(void)
 {
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	tls_ctx = SSL_CTX_new(TLS_client_method());
+	if (!tls_ctx)
+		return;
+	/* As the kubelet: HTTPS probes do not verify certificates. */
+	SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_NONE, NULL);
+	/* Many servers close without close_notify; that is an EOF here. */
+	SSL_CTX_set_options(tls_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 }
 
-/* The body is read (so the server sees a normal exchange) but dropped past
- * the kubelet's 10 KiB; stopping there ends the transfer early. */
-static size_t body_cb(char *ptr, size_t size, size_t n, void *u)
+/* No SSL_shutdown: the exchange is over whatever the server thinks, and a
+ * close_notify could wait on, or write to, a closed connection. */
+static void conn_close(struct conn *cn)
 {
-	size_t *seen = u;
-
-	*seen += size * n;
-	return *seen > PROBE_BODY_MAX ? 0 : size * n;
+	/* Leave nothing of ours in this thread's OpenSSL error queue. */
+	ERR_clear_error();
+	SSL_free(cn->ssl);
+	if (cn->fd >= 0)
+		close(cn->fd);
 }
 
-static char *http_url(const struct probe *p, const struct probe_ctx *c)
+static int ms_left(uint64_t deadline)
 {
-	const char *host = probe_host(p, c);
-	bool https = p->scheme && !strcasecmp(p->scheme, "HTTPS");
-	bool v6 = strchr(host, ':') != NULL;
-	const char *path = p->path && *p->path ? p->path : "/";
+	uint64_t t = now_ns();
 
-	return xasprintf("%s://%s%s%s:%d%s%s", https ? "https" : "http",
-			 v6 ? "[" : "", host, v6 ? "]" : "", p->port,
-			 *path == '/' ? "" : "/", path);
+	/* Rounded up: poll(0) with time left would spin. */
+	return t >= deadline ? 0 : (int)((deadline - t + 999999u) / 1000000u);
 }
 
-/* User headers replace curl's own of the same name; an empty value must be
- * written "Name;" or curl would drop the header. */
-static struct curl_slist *http_headers(const struct probe *p)
+/* Wait until fd is ready for events or deadline: 0, ETIMEDOUT or errno. */
+static int wait_fd(int fd, short events, uint64_t deadline)
 {
-	struct curl_slist *l = NULL;
+	struct pollfd pf = {.fd = fd, .events = events};
 
-	bool accept = false;
+	for (;;) {
+		int r = poll(&pf, 1, ms_left(deadline));
 
+		if (r > 0)
+			return 0;
+		if (r == 0)
+			return ETIMEDOUT;
+		if (errno != EINTR)
+			return errno;
+	}
+}
+
+/* probe_http turns ETIMEDOUT into "timeout after Ns". */
+static int io_err(struct cerr *e, int err)
+{
+	return cerr_set(e, err, "%s", strerror(err));
+}
+
+/* A socket call failed with errno: 0 to call it again once fd is ready for
+ * events, else -1 with e set. */
+static int sock_again(const struct conn *cn, short events, struct cerr *e)
+{
+	int err = errno;
+
+	if (err == EINTR)
+		return 0;
+	if (err != EAGAIN && err != EWOULDBLOCK)
+		return io_err(e, err);
+	err = wait_fd(cn->fd, events, cn->deadline);
+	return err ? io_err(e, err) : 0;
+}
+
+/* A TLS call returned r: 1 to call it again (the socket is ready for what
+ * it wants), 0 at EOF, -1 with e set. */
+static int tls_again(const struct conn *cn, int r, struct cerr *e)
+{
+	int err = SSL_get_error(cn->ssl, r);
+	const char *reason;
+	unsigned long lib;
+
+	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+		err = wait_fd(cn->fd,
+			      err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+			      cn->deadline);
+		return err ? io_err(e, err) : 1;
+	}
+	if (err == SSL_ERROR_ZERO_RETURN)
+		return 0;
+	if (err == SSL_ERROR_SYSCALL && errno == EINTR)
+		return 1;
+	if (err == SSL_ERROR_SYSCALL) /* errno 0: an EOF */
+		return errno ? io_err(e, errno) : 0;
+	lib = ERR_peek_last_error();
+	reason = lib ? ERR_reason_error_string(lib) : NULL;
+	return cerr_set(e, EPROTO, "TLS: %s", reason ? reason : "error");
+}
+
+/* SNI names a server; an IP literal is not sent (RFC 6066). */
+static bool ip_literal(const char *host)
+{
+	struct in_addr a;
+
+	return strchr(host, ':') || inet_aton(host, &a);
+}
+
+static int tls_connect(struct conn *cn, const char *host, struct cerr *e)
+{
+	int r;
+
+	pthread_once(&tls_once, tls_init_once);
+	if (!tls_ctx)
+		return cerr_set(e, ENOMEM, "TLS: cannot create a context");
+	cn->ssl = SSL_new(tls_ctx);
+	if (!cn->ssl || !SSL_set_fd(cn->ssl, cn->fd))
+		return cerr_set(e, ENOMEM, "TLS: cannot set up a connection");
+	if (!ip_literal(host) && !SSL_set_tlsext_host_name(cn->ssl, host))
+		return cerr_set(e, EINVAL, "TLS: invalid server name");
+	do {
+		ERR_clear_error();
+		r = SSL_connect(cn->ssl);
+		if (r == 1)
+			return 0;
+	} while ((r = tls_again(cn, r, e)) == 1);
+	if (r == 0)
+		return cerr_set(e, ECONNRESET, "TLS: connection closed");
+	return cerr_prefix(e, "TLS handshake");
+}
+
+/* Bytes read (waiting for some up to the deadline), 0 at EOF, or -1. */
+static ssize_t conn_read(const struct conn *cn, char *b, size_t len,
+			 struct cerr *e)
+{
+	for (;;) {
+		size_t got = 0;
+		ssize_t r;
+
+		if (cn->ssl) {
+			ERR_clear_error();
+			if (SSL_read_ex(cn->ssl, b, len, &got) == 1)
+				return (ssize_t)got;
+			r = tls_again(cn, 0, e);
+			if (r <= 0)
+				return r;
+			continue;
+		}
+		r = recv(cn->fd, b, len, 0);
+		if (r >= 0)
+			return r;
+		if (sock_again(cn, POLLIN, e) < 0)
+			return -1;
+	}
+}
+
+/* Writing to a connection the server closed raises SIGPIPE, which send()
+ * avoids with MSG_NOSIGNAL; OpenSSL writes with write(), so TLS relies on
+ * cell-agent's main ignoring SIGPIPE (as it does, for the API's sockets). */
+static int conn_write(const struct conn *cn, const char *b, size_t len,
+		      struct cerr *e)
+{
+	while (len > 0) {
+		size_t done = 0;
+		ssize_t r;
+		int again;
+
+		if (cn->ssl) {
+			ERR_clear_error();
+			if (SSL_write_ex(cn->ssl, b, len, &done) != 1) {
+				again = tls_again(cn, 0, e);
+				if (again <= 0)
+					return again ? -1 : io_err(e, EPIPE);
+				continue;
+			}
+		} else {
+			r = send(cn->fd, b, len, MSG_NOSIGNAL);
+			if (r < 0) {
+				if (sock_again(cn, POLLOUT, e) < 0)
+					return -1;
+				continue;
+			}
+			done = (size_t)r;
+		}
+		b += done;
+		len -= done;
+	}
+	return 0;
+}
+
+static char *http_url(const struct http_req *rq)
+{
+	bool v6 = strchr(rq->host, ':') != NULL;
+
+	return xasprintf("%s://%s%s%s:%d%s", rq->https ? "https" : "http",
+			 v6 ? "[" : "", rq->host, v6 ? "]" : "", rq->port,
+			 rq->path);
+}
+
+/* The path as sent: with a leading '/', and the bytes that would break the
+ * request line (controls, space, non-ASCII) percent-encoded, as the
+ * kubelet's URL encoding does. */
+static char *http_path(const char *path)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const char *s = path && *path ? path : "/";
+	char *out = xmalloc(3 * strlen(s) + 2), *o = out;
+
+	if (*s != '/')
+		*o++ = '/';
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch > ' ' && ch < 0x7f) {
+			*o++ = *s;
+			continue;
+		}
+		*o++ = '%';
+		*o++ = hex[ch >> 4];
+		*o++ = hex[ch & 15];
+	}
+	*o = '\0';
+	return out;
+}
+
+/* A header name is an RFC 9110 token, roughly: no controls, spaces or
+ * colons. */
+static bool hdr_name_ok(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s <= ' ' || *s == 0x7f || *s == ':')
+			return false;
+	return true;
+}
+
+/* A value has no controls but tab: a CR or LF would end the header and let
+ * the pod spec write its own. */
+static bool hdr_value_ok(const char *s)
+{
+	for (; *s; s++)
+		if (((unsigned char)*s < ' ' && *s != '\t') || *s == 0x7f)
+			return false;
+	return true;
+}
+
+/* The host goes into the Host header: no controls or spaces. */
+static bool host_ok(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s <= ' ' || *s == 0x7f)
+			return false;
+	return true;
+}
+
+static bool user_has(const struct probe *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_http_headers; i++) {
+		const char *n = p->http_headers[i].name;
+
+		if (n && !strcasecmp(n, name))
+			return true;
+	}
+	return false;
+}
+
+static void put(struct buf *b, const char *s)
+{
+	buf_append(b, s, strlen(s), NULL); /* no cap: cannot fail */
+}
+
+/* User headers come after our defaults and replace those of the same name
+ * (Host, User-Agent, Accept), as the kubelet's do. */
+static int put_user_headers(struct buf *b, const struct probe *p,
+			    struct cerr *e)
+{
 	for (size_t i = 0; i < p->n_http_headers; i++) {
 		const struct kv *h = &p->http_headers[i];
-		cleanup_free char *line = NULL;
+		const char *v = h->value ? h->value : "";
 
 		if (!h->name || !*h->name)
 			continue;
-		accept = accept || !strcasecmp(h->name, "Accept");
-		if (h->value && *h->value)
-			line = xasprintf("%s: %s", h->name, h->value);
-		else
-			line = xasprintf("%s;", h->name);
-		l = curl_slist_append(l, line);
+		if (!hdr_name_ok(h->name))
+			return cerr_set(e, EINVAL,
+					"invalid HTTP header name (httpHeaders"
+					"[%zu])",
+					i);
+		if (!hdr_value_ok(v))
+			return cerr_set(e, EINVAL,
+					"invalid HTTP header value for \"%s\"",
+					h->name);
+		put(b, h->name);
+		put(b, *v ? ": " : ":");
+		put(b, v);
+		put(b, "\r\n");
 	}
-	/* The kubelet's default Accept (curl would send its own too). */
-	if (!accept)
-		l = curl_slist_append(l, "Accept: */*");
-	return l;
+	return 0;
 }
 
-static void http_setup(CURL *h, const struct probe *p, const char *url,
-		       struct curl_slist *hdrs, size_t *seen, char *errbuf)
+/* The request, or NULL with e set. */
+static char *http_request(const struct probe *p, const struct http_req *rq,
+			  struct cerr *e)
 {
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threaded agent */
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms(p));
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	/* A probe talks to the unit, never through the agent's proxy. */
-	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-	/* As the kubelet: HTTPS probes do not verify certificates. */
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-	curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "kube-probe/cell");
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_cb);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, seen);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	bool v6 = strchr(rq->host, ':') != NULL;
+	bool dflt = rq->port == (rq->https ? 443 : 80);
+	cleanup_free char *host =
+	    xasprintf("%s%s%s", v6 ? "[" : "", rq->host, v6 ? "]" : "");
+	struct buf b;
+
+	if (!host_ok(rq->host)) {
+		cerr_set(e, EINVAL, "invalid host");
+		return NULL;
+	}
+	buf_init(&b, 0);
+	put(&b, "GET ");
+	put(&b, rq->path);
+	put(&b, " HTTP/1.1\r\n");
+	if (!user_has(p, "Host")) {
+		put(&b, "Host: ");
+		put(&b, host);
+		if (!dflt) {
+			char port[16];
+
+			snprintf(port, sizeof(port), ":%d", rq->port);
+			put(&b, port);
+		}
+		put(&b, "\r\n");
+	}
+	if (!user_has(p, "User-Agent"))
+		put(&b, "User-Agent: " HTTP_USER_AGENT "\r\n");
+	if (put_user_headers(&b, p, e) < 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	if (!user_has(p, "Accept"))
+		put(&b, "Accept: */*\r\n");
+	put(&b, "Connection: close\r\n\r\n");
+	return buf_steal(&b, NULL);
+}
+
+/* The end of the header block (after its empty line) if b[0..n) has it; the
+ * search starts at from. Bare LF line ends are accepted, as Go's client
+ * does. */
+static bool head_end(const char *b, size_t from, size_t n, size_t *end)
+{
+	for (size_t i = from; i < n; i++) {
+		if (b[i] != '\n')
+			continue;
+		if (i + 1 < n && b[i + 1] == '\n') {
+			*end = i + 2;
+			return true;
+		}
+		if (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n') {
+			*end = i + 3;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* "HTTP/1.x NNN[ reason]" on the first line: the code, or -1. */
+static int parse_status(const char *b, size_t len)
+{
+	const char *eol = memchr(b, '\n', len);
+	size_t l = eol ? (size_t)(eol - b) : 0;
+
+	if (l && b[l - 1] == '\r')
+		l--;
+	if (l < 12 || memcmp(b, "HTTP/1.", 7) || !digit(b[7]) || b[8] != ' ')
+		return -1;
+	if (!digit(b[9]) || !digit(b[10]) || !digit(b[11]) || b[9] == '0')
+		return -1;
+	if (l > 12 && b[12] != ' ')
+		return -1;
+	return (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
+}
+
+/* Read one header block into b (HTTP_HEAD_MAX bytes), which holds *n bytes
+ * already; it ends at *end. 0, or -1 with e set. */
+static int read_block(const struct conn *cn, char *b, size_t *n, size_t *end,
+		      struct cerr *e)
+{
+	size_t from = 0;
+
+	while (!head_end(b, from, *n, end)) {
+		ssize_t r;
+
+		if (*n == HTTP_HEAD_MAX)
+			return cerr_set(e, EMSGSIZE,
+					"response headers too large");
+		r = conn_read(cn, b + *n, HTTP_HEAD_MAX - *n, e);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			return cerr_set(e, EPROTO, "%s",
+					*n ? "malformed HTTP response"
+					   : "empty reply from server");
+		from = *n > 2 ? *n - 2 : 0;
+		*n += (size_t)r;
+	}
+	return 0;
+}
+
+/* Read up to the end of the final response's headers: its status code, or
+ * -1 with e set. b holds *n bytes, the headers end at *end. */
+static int read_head(const struct conn *cn, char *b, size_t *n, size_t *end,
+		     struct cerr *e)
+{
+	for (;;) {
+		int code;
+
+		if (read_block(cn, b, n, end, e) < 0)
+			return -1;
+		code = parse_status(b, *end);
+		if (code < 0)
+			return cerr_set(e, EPROTO, "malformed HTTP response");
+		if (code >= 200 || code == 101)
+			return code;
+		/* An interim response (103 Early Hints): the final one
+		 * follows, as it does for the kubelet's client. */
+		memmove(b, b + *end, *n - *end);
+		*n -= *end;
+	}
+}
+
+/* How much body to read: none after 204 or 304, Content-Length when given,
+ * else up to EOF; at most PROBE_BODY_MAX. Stopping at Content-Length keeps a
+ * server that ignores "Connection: close" from holding the probe until its
+ * deadline. */
+static size_t body_want(const char *b, size_t end, int code)
+{
+	static const char cl[] = "Content-Length:";
+	const char *s = b, *lim = b + end;
+	size_t v = 0;
+
+	if (code == 204 || code == 304)
+		return 0;
+	while ((s = memchr(s, '\n', (size_t)(lim - s))) && ++s < lim) {
+		if ((size_t)(lim - s) <= sizeof(cl) ||
+		    strncasecmp(s, cl, sizeof(cl) - 1))
+			continue;
+		s += sizeof(cl) - 1;
+		while (s < lim && (*s == ' ' || *s == '\t'))
+			s++;
+		if (s == lim || !digit(*s))
+			break;
+		for (; s < lim && digit(*s) && v < PROBE_BODY_MAX; s++)
+			v = v * 10 + (size_t)(*s - '0');
+		return v < PROBE_BODY_MAX ? v : PROBE_BODY_MAX;
+	}
+	return PROBE_BODY_MAX;
+}
+
+/* The body is read (so the server sees a normal exchange, not a reset for
+ * unread data) but dropped; have bytes came with the headers. Its errors do
+ * not matter: the status line has decided. */
+static void drain(const struct conn *cn, char *b, size_t have, size_t want)
+{
+	struct cerr e;
+
+	while (have < want) {
+		size_t len =
+		    want - have < HTTP_HEAD_MAX ? want - have : HTTP_HEAD_MAX;
+		ssize_t r = conn_read(cn, b, len, &e);
+
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+	}
+}
+
+static int tcp_dial(const char *host, int port, uint64_t deadline, int *fd,
+		    struct cerr *e);
+
+/* One exchange: the status code, or -1 with e set. */
+static int http_get(const struct probe *p, const struct http_req *rq,
+		    struct cerr *e)
+{
+	_cleanup_(conn_close) struct conn cn = {.fd = -1};
+	cleanup_free char *req = http_request(p, rq, e);
+	cleanup_free char *b = NULL;
+	size_t n = 0, end = 0;
+	int code;
+
+	if (!req)
+		return -1;
+	cn.deadline = now_ns() + (uint64_t)timeout_ms(p) * 1000000u;
+	if (tcp_dial(rq->host, rq->port, cn.deadline, &cn.fd, e) < 0)
+		return -1;
+	if (rq->https && tls_connect(&cn, rq->host, e) < 0)
+		return -1;
+	if (conn_write(&cn, req, strlen(req), e) < 0)
+		return -1;
+	b = xmalloc(HTTP_HEAD_MAX);
+	code = read_head(&cn, b, &n, &end, e);
+	if (code >= 0)
+		drain(&cn, b, n - end, body_want(b, end, code));
+	return code;
 }
 
 static enum probe_result probe_http(const struct probe *p,
 				    const struct probe_ctx *c, char *why,
 				    size_t whysz)
 {
-	char errbuf[CURL_ERROR_SIZE] = "";
-	cleanup_free char *url = NULL;
-	struct curl_slist *hdrs;
-	size_t seen = 0;
-	long code = 0;
-	CURLcode rc;
-	CURL *h;
+	bool https = p->scheme && !strcasecmp(p->scheme, "HTTPS");
+	cleanup_free char *path = http_path(p->path), *url = NULL;
+	struct http_req rq = {probe_host(p, c), p->port, https, path};
+	struct cerr e = {0};
+	int code;
 
 	if (!port_ok(p, why, whysz))
 		return PROBE_FAILURE;
-	pthread_once(&curl_once, curl_init_once);
-	h = curl_easy_init();
-	if (!h) {
-		snprintf(why, whysz, "curl_easy_init failed");
-		return PROBE_FAILURE;
-	}
-	url = http_url(p, c);
-	hdrs = http_headers(p);
-	http_setup(h, p, url, hdrs, &seen, errbuf);
-	rc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(h);
-	curl_slist_free_all(hdrs);
-	/* Cutting the body short is ours, not the server's failure. */
-	if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && code > 0)) {
-		if (rc == CURLE_OPERATION_TIMEDOUT)
-			snprintf(why, whysz, "Get %s: timeout after %ds", url,
-				 timeout_ms(p) / 1000);
-		else
-			snprintf(why, whysz, "Get %s: %s", url,
-				 *errbuf ? errbuf : curl_easy_strerror(rc));
-		return PROBE_FAILURE;
-	}
+	url = http_url(&rq);
+	code = http_get(p, &rq, &e);
 	if (code >= 200 && code < 400)
 		return PROBE_SUCCESS;
-	snprintf(why, whysz, "HTTP %ld", code);
+	if (code >= 0)
+		snprintf(why, whysz, "HTTP %d", code);
+	else if (e.code == ETIMEDOUT)
+		snprintf(why, whysz, "Get %s: timeout after %ds", url,
+			 timeout_ms(p) / 1000);
+	else
+		snprintf(why, whysz, "Get %s: %s", url, e.msg);
 	return PROBE_FAILURE;
 }
 
 /* ================================ tcp ================================= */
 
-/* Connect to one address before deadline; 0 when connected, else errno. */
-static int tcp_try(const struct addrinfo *ai, uint64_t deadline)
+/* Connect to one address before deadline: 0 when connected (the socket in
+ * *out if out is not NULL), else errno. */
+static int tcp_try(const struct addrinfo *ai, uint64_t deadline, int *out)
 {
 	cleanup_close int fd = socket(
 	    ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -266,59 +701,61 @@ static int tcp_try(const struct addrinfo *ai, uint64_t deadline)
 
 	if (fd < 0)
 		return errno;
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-		return 0;
-	if (errno != EINPROGRESS)
-		return errno;
-	for (;;) {
-		uint64_t t = now_ns();
-		int left = t >= deadline ? 0 : (int)((deadline - t) / 1000000u);
-		struct pollfd pf = {.fd = fd, .events = POLLOUT};
-		int r = poll(&pf, 1, left);
-
-		if (r == 0)
-			return ETIMEDOUT;
-		if (r > 0)
-			break;
-		if (errno != EINTR)
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS)
 			return errno;
+		err = wait_fd(fd, POLLOUT, deadline);
+		if (err)
+			return err;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			return errno;
+		if (err)
+			return err;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		return errno;
-	return err;
+	if (out)
+		*out = steal_fd(&fd);
+	return 0;
+}
+
+/* Resolve host and connect to its addresses in turn, all before deadline: 0
+ * (the socket in *fd if fd is not NULL), or -1 with e set, e->code being
+ * ETIMEDOUT when the deadline passed. */
+static int tcp_dial(const char *host, int port, uint64_t deadline, int *fd,
+		    struct cerr *e)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res = NULL;
+	char serv[16];
+	int err = ECONNREFUSED, g;
+
+	snprintf(serv, sizeof(serv), "%d", port);
+	g = getaddrinfo(host, serv, &hints, &res);
+	if (g != 0)
+		return cerr_set(e, EHOSTUNREACH, "%s", gai_strerror(g));
+	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		err = tcp_try(ai, deadline, fd);
+		if (err == 0 || err == ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	return err ? io_err(e, err) : 0;
 }
 
 static enum probe_result probe_tcp(const struct probe *p,
 				   const struct probe_ctx *c, char *why,
 				   size_t whysz)
 {
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_NUMERICSERV};
 	const char *host = probe_host(p, c);
 	uint64_t deadline = now_ns() + (uint64_t)timeout_ms(p) * 1000000u;
-	struct addrinfo *res = NULL;
-	char port[16];
-	int err = ECONNREFUSED, g;
+	struct cerr e = {0};
 
 	if (!port_ok(p, why, whysz))
 		return PROBE_FAILURE;
-	snprintf(port, sizeof(port), "%d", p->port);
-	g = getaddrinfo(host, port, &hints, &res);
-	if (g != 0) {
-		snprintf(why, whysz, "dial tcp %s:%s: %s", host, port,
-			 gai_strerror(g));
-		return PROBE_FAILURE;
-	}
-	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		err = tcp_try(ai, deadline);
-		if (err == 0 || err == ETIMEDOUT)
-			break;
-	}
-	freeaddrinfo(res);
-	if (err == 0)
+	if (tcp_dial(host, p->port, deadline, NULL, &e) == 0)
 		return PROBE_SUCCESS;
-	snprintf(why, whysz, "dial tcp %s:%s: %s", host, port,
-		 err == ETIMEDOUT ? "i/o timeout" : strerror(err));
+	snprintf(why, whysz, "dial tcp %s:%d: %s", host, p->port,
+		 e.code == ETIMEDOUT ? "i/o timeout" : e.msg);
 	return PROBE_FAILURE;
 }
 

@@ -1,10 +1,11 @@
 /* Container probes (liveness, readiness, startup) with Kubernetes semantics.
  *
  * probe_once runs one attempt (exec through `cell-monitor exec`, httpGet
- * over libcurl, tcpSocket), bounded by the probe's timeout. The unit_probes
- * state machine decides when each probe is due and what the results mean
- * (thresholds, initial delay, startup gating); it is driven by the caller's
- * clock so the supervisor can fold it into its own event loop:
+ * over a plain socket or OpenSSL, tcpSocket), bounded by the probe's
+ * timeout. The unit_probes state machine decides when each probe is due and
+ * what the results mean (thresholds, initial delay, startup gating); it is
+ * driven by the caller's clock so the supervisor can fold it into its own event
+ * loop:
  *
  *   probes_init(&s, u, now)                    when a run of the unit starts
  *   deadline = probes_next_due(&s)             0: nothing to wait for
