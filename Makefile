@@ -25,13 +25,21 @@ ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
 	-Iagent $(PKG_CFLAGS) \
 	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
-ALL_LDFLAGS := $(LDFLAGS) $(SAN)
+# --as-needed: each binary loads only the libraries it calls (cell-agent and
+# cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
+ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
 
 # Each component is a library plus a thin main.c.
 COMMON_SRC := $(wildcard common/*.c)
 PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
 CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
-AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c,$(wildcard agent/*.c))
+AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c \
+	agent/pullmod-entry.c,$(wildcard agent/*.c))
+# The agent's pull module: imagepull/, the package extractor and their own
+# copy of common/, loaded by cell-agent only while it pulls or deploys.
+MOD_SRC := $(COMMON_SRC) $(PULL_SRC) agent/deploy.c agent/package.c \
+	agent/pullmod-entry.c
+PULLMOD := $(OUT)/lib/cell/pullmod.so
 
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
@@ -43,6 +51,7 @@ BINS := $(OUT)/bin/cell-pull
 BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
 BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
 BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
+BINS += $(if $(wildcard agent/pullmod-entry.c),$(PULLMOD))
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
@@ -50,6 +59,7 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(OUT)/fuzz/%,$(FUZZ_SRC))
 FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
+pic = $(patsubst %.c,$(OUT)/pic/%.o,$(1))
 
 .PHONY: all check asan lint fuzz clean tests deps
 # Keep test objects between builds (they are intermediate to pattern rules).
@@ -65,6 +75,17 @@ $(OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(OUT)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (module)")
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(PULLMOD): $(call pic,$(MOD_SRC))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -shared -Wl,-z,defs -Wl,-Bsymbolic -o $@ $^ \
+		$(PKG_LIBS)
 
 $(COMMON_LIB): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
@@ -138,4 +159,4 @@ lint:
 clean:
 	rm -rf build build-asan
 
--include $(shell find $(OUT)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(OUT)/obj $(OUT)/pic -name '*.d' 2>/dev/null)

@@ -46,6 +46,7 @@
 #include "fsutil.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "pullmod.h"
 #include "path.h"
 #include "util.h"
 
@@ -873,6 +874,20 @@ out:
 	return rc;
 }
 
+/* The extractor needs libarchive, which lives in the pull module. */
+static int deploy_with_module(int pkgdirfd, const char *name, int fd,
+			      struct cerr *e)
+{
+	const struct pullmod_ops *m = pullmod_get(e);
+	int r;
+
+	if (!m)
+		return -1;
+	r = m->deploy_package(pkgdirfd, name, fd, e);
+	pullmod_put();
+	return r;
+}
+
 static int h_deploy(struct api *a, struct mg_connection *c,
 		    const struct route *r)
 {
@@ -908,7 +923,7 @@ static int h_deploy(struct api *a, struct mg_connection *c,
 		cerr_sys(&e, "rewind the package");
 		return reply_err(c, &e);
 	}
-	if (deploy_package(a->pkgdirfd, name, fd, &e) < 0)
+	if (deploy_with_module(a->pkgdirfd, name, fd, &e) < 0)
 		return reply_err(c, &e);
 	log_info("deployed package %s for pod %.*s", name, (int)(slash - pod),
 		 pod);

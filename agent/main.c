@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
+#include "pullmod.h"
 #include "runtime.h"
 #include "supervisor.h"
 #include "util.h"
@@ -430,6 +431,7 @@ static int run(const struct opts *o, const sigset_t *sigs)
 		sup_stop(ag.sup);
 		return 1;
 	}
+	pullmod_note_threads(); /* the API's workers are the agent's own */
 	log_info("cell-agent %s: serving %s on port %d", CELL_VERSION,
 		 o->plain_http ? "PLAIN HTTP" : "mutual TLS", api_port(api));
 	do

@@ -23,6 +23,7 @@
 #include "digest.h"
 #include "fsutil.h"
 #include "log.h"
+#include "pullmod.h"
 #include "runtime.h"
 #include "sup-internal.h"
 #include "util.h"
@@ -285,6 +286,12 @@ static void reconcile(struct supervisor *s)
 static int next_timeout_ms(const struct supervisor *s)
 {
 	uint64_t now = now_ns(), best = (uint64_t)TICK_MS * 1000000;
+	uint64_t unload = pullmod_next_due();
+
+	if (unload && unload <= now)
+		return 0;
+	if (unload && unload - now < best)
+		best = unload - now;
 
 	for (size_t i = 0; i < s->n_units; i++) {
 		const struct unit_rec *u = &s->units[i];
@@ -471,6 +478,7 @@ static void *sup_main(void *arg)
 			take_spec(s, body, len);
 		reconcile(s);
 		publish(s);
+		pullmod_tick(now_ns());
 	}
 }
 

@@ -18,6 +18,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "podrun.h"
+#include "pullmod.h"
 #include "runtime.h"
 #include "sup-internal.h"
 #include "util.h"
@@ -91,7 +92,8 @@ static bool flat_rootfs(const struct pod_spec *pod)
 }
 
 static int pull(struct supervisor *s, struct unit_rec *u, const char *run,
-		struct pull_result *pr, struct cerr *e)
+		const struct pullmod_ops *m, struct pull_result *pr,
+		struct cerr *e)
 {
 	const struct credential *c = creds_for(&s->spec, u->spec->image);
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
@@ -110,7 +112,7 @@ static int pull(struct supervisor *s, struct unit_rec *u, const char *run,
 		po.mount_at = root;
 		po.upper_dir = upper;
 	}
-	return pull_image(&po, pr, e);
+	return m->pull_image(&po, pr, e);
 }
 
 /* What the container writes at terminationMessagePath lands here. */
@@ -306,19 +308,26 @@ static int watch_run(struct supervisor *s, struct unit_rec *u, const char *run,
 static int prepare_and_start(struct supervisor *s, struct unit_rec *u,
 			     const char *run, struct cerr *e, bool *pulled)
 {
+	const struct pullmod_ops *m;
 	struct pull_result pr;
 	struct run_config rc;
 	int ret;
 
 	*pulled = false;
-	if (pull(s, u, run, &pr, e) < 0)
+	m = pullmod_get(e);
+	if (!m)
 		return -1;
+	if (pull(s, u, run, m, &pr, e) < 0) {
+		pullmod_put();
+		return -1;
+	}
 	*pulled = true;
 	ret = build_config(s, u, run, &pr.config, &rc, e);
 	if (ret == 0)
 		ret = write_config(run, &rc, e);
 	runconfig_free(&rc);
-	pull_result_free(&pr);
+	m->pull_result_free(&pr);
+	pullmod_put();
 	if (ret < 0)
 		return -1;
 	if (runtime_start(s->o.monitor_bin, run, e) < 0)

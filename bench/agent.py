@@ -29,6 +29,7 @@ from test_agent_api import start_agent  # noqa: E402
 
 BUILD = os.environ.get("CELL_BUILD", os.path.join(HERE, "..", "build"))
 REPS = int(os.environ.get("BENCH_REPS", "10"))
+LINGER_S = 10
 
 
 def rss_kib(pid: int) -> int:
@@ -37,6 +38,11 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def module_mapped(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps") as f:
+        return any("pullmod.so" in line or "libcurl" in line for line in f)
 
 
 def time_to_running(c, img: str, i: int) -> float:
@@ -91,8 +97,11 @@ def main():
             c.update_pod(pod_params("bench_pod", units=[unit(
                 "idle", img, command=["/bin/busybox", "sleep", "1000"])],
                                     terminationGracePeriodSeconds=0))
-            time.sleep(2)
+            # Idle: the pull module unloads once unused for its linger
+            # time (10 s, agent/pullmod.h).
+            time.sleep(LINGER_S + 2)
             rss = rss_kib(a.proc.pid)
+            heavy = module_mapped(a.proc.pid)
             load = subprocess.run(
                 [os.path.join(BUILD, "bench", "statusload"),
                  f"https://MilpaNode:{a.port}/rest/v1/status", a.ca.cert_path,
@@ -117,7 +126,8 @@ def main():
           "(target >= 5000 rps)")
     if load.returncode:
         print(f"    load generator: {load.stderr.strip()}")
-    print(f"(c) agent RSS, idle with one pod: {rss / 1024:.1f} MiB (target <= 8)")
+    print(f"(c) agent RSS, idle with one pod: {rss / 1024:.1f} MiB (target <= 8); "
+          f"pull module {'STILL LOADED' if heavy else 'unloaded'}")
     shutil.rmtree(work, ignore_errors=True)
 
 

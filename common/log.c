@@ -25,6 +25,16 @@ enum log_level log_get_level(void)
 	return log_level;
 }
 
+const char *log_get_prog(void)
+{
+	return log_prog;
+}
+
+int log_get_fd(void)
+{
+	return log_fd;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	static const char *names[] = {"error", "warning", "info", "debug"};

@@ -9,6 +9,8 @@ enum log_level { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 void log_init(const char *prog, enum log_level level);
 void log_set_fd(int fd);
 enum log_level log_get_level(void);
+const char *log_get_prog(void);
+int log_get_fd(void);
 void log_msg(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -83,6 +83,9 @@ char *pull_registry_of(const char *image, struct cerr *e);
  * scheme or a /v1/ path) all match each other. */
 bool pull_same_registry(const char *a, const char *b);
 void pull_result_free(struct pull_result *r);
+/* Release the library's process-wide state (libcurl's), for a caller that
+ * is about to unload it; no pull may be running. */
+void pull_library_cleanup(void);
 
 /* Undo a --mount: unmount DIR (the upper layer stays in the cache). */
 int pull_unmount(const char *mountpoint, struct cerr *e);

@@ -9,12 +9,15 @@
  * a one-component name gets "library/" in front. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cleanup.h"
 #include "digest.h"
 #include "pull-internal.h"
+#include "pull.h"
 #include "util.h"
 
 #define REF_MAX 4096
@@ -350,4 +353,42 @@ char *ref_string(const struct image_ref *r)
 	return xasprintf("%s/%s%s%s%s%s", r->registry, r->repository,
 			 r->tag ? ":" : "", r->tag ? r->tag : "",
 			 r->digest ? "@" : "", r->digest ? r->digest : "");
+}
+
+/* ---- the registry an image names (used by the agent without the rest
+ * of the puller: see agent/pullmod.h) ---- */
+
+char *pull_registry_of(const char *image, struct cerr *e)
+{
+	struct image_ref ref = {0};
+	char *host;
+
+	if (ref_parse(image, &ref, e) < 0)
+		return NULL;
+	host = xstrdup(ref.registry);
+	ref_free(&ref);
+	return host;
+}
+
+/* "https://index.docker.io/v1/" → "index.docker.io"; Hub aliases → the
+ * Hub's registry host. */
+static void registry_key(const char *in, char *out, size_t outsz)
+{
+	const char *p = strstr(in, "://");
+	size_t n;
+
+	p = p ? p + 3 : in;
+	n = strcspn(p, "/");
+	snprintf(out, outsz, "%.*s", (int)n, p);
+	if (!strcmp(out, "docker.io") || !strcmp(out, "index.docker.io"))
+		snprintf(out, outsz, "%s", DOCKER_HUB_HOST);
+}
+
+bool pull_same_registry(const char *a, const char *b)
+{
+	char ka[256], kb[256];
+
+	registry_key(a, ka, sizeof(ka));
+	registry_key(b, kb, sizeof(kb));
+	return strcasecmp(ka, kb) == 0;
 }

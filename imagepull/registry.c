@@ -62,9 +62,17 @@ struct req {
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static bool curl_ready;
 static void curl_init_once(void)
 {
-	curl_global_init(CURL_GLOBAL_DEFAULT);
+	curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+}
+
+void pull_library_cleanup(void)
+{
+	if (curl_ready)
+		curl_global_cleanup();
+	curl_ready = false;
 }
 
 static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *u)
