@@ -496,12 +496,11 @@ static char *http_request(const struct probe *p, const struct http_req *rq,
 	return buf_steal(&b, NULL);
 }
 
-/* The end of the header block (after its empty line) if b[0..n) has it; the
- * search starts at from. Bare LF line ends are accepted, as Go's client
- * does. */
-static bool head_end(const char *b, size_t from, size_t n, size_t *end)
+/* The end of the header block (after its empty line) if b[0..n) has it.
+ * Bare LF line ends are accepted, as Go's client does. */
+static bool head_end(const char *b, size_t n, size_t *end)
 {
-	for (size_t i = from; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (b[i] != '\n')
 			continue;
 		if (i + 1 < n && b[i + 1] == '\n') {
@@ -538,16 +537,25 @@ static int parse_status(const char *b, size_t len)
 	return (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
 }
 
-/* Read one header block into b (HTTP_HEAD_MAX bytes), which holds *n bytes
- * already; it ends at *end. 0, or -1 with e set. */
-static int read_block(const struct conn *cn, char *b, size_t *n, size_t *end,
-		      struct cerr *e)
+/* Read up to the end of the final response's headers: its status code, or
+ * -1 with e set. b holds *n bytes, the headers end at *end. Each read
+ * parses the buffer again from the start (at most HTTP_HEAD_MAX bytes). */
+static int read_head(const struct conn *cn, char *b, size_t *n, size_t *end,
+		     struct cerr *e)
 {
-	size_t from = 0;
-
-	while (!head_end(b, from, *n, end)) {
+	for (;;) {
+		size_t start, body;
+		int code = probe_http_head(b, *n, &start, end, &body);
 		ssize_t r;
 
+		if (code > 0) {
+			memmove(b, b + start, *n - start);
+			*n -= start;
+			*end -= start;
+			return code;
+		}
+		if (code < 0)
+			return cerr_set(e, EPROTO, "malformed HTTP response");
 		if (*n == HTTP_HEAD_MAX)
 			return cerr_set(e, EMSGSIZE,
 					"response headers too large");
@@ -558,31 +566,7 @@ static int read_block(const struct conn *cn, char *b, size_t *n, size_t *end,
 			return cerr_set(e, EPROTO, "%s",
 					*n ? "malformed HTTP response"
 					   : "empty reply from server");
-		from = *n > 2 ? *n - 2 : 0;
 		*n += (size_t)r;
-	}
-	return 0;
-}
-
-/* Read up to the end of the final response's headers: its status code, or
- * -1 with e set. b holds *n bytes, the headers end at *end. */
-static int read_head(const struct conn *cn, char *b, size_t *n, size_t *end,
-		     struct cerr *e)
-{
-	for (;;) {
-		int code;
-
-		if (read_block(cn, b, n, end, e) < 0)
-			return -1;
-		code = parse_status(b, *end);
-		if (code < 0)
-			return cerr_set(e, EPROTO, "malformed HTTP response");
-		if (code >= 200 || code == 101)
-			return code;
-		/* An interim response (103 Early Hints): the final one
-		 * follows, as it does for the kubelet's client. */
-		memmove(b, b + *end, *n - *end);
-		*n -= *end;
 	}
 }
 
@@ -612,6 +596,31 @@ static size_t body_want(const char *b, size_t end, int code)
 		return v < PROBE_BODY_MAX ? v : PROBE_BODY_MAX;
 	}
 	return PROBE_BODY_MAX;
+}
+
+int probe_http_head(const char *b, size_t n, size_t *start, size_t *end,
+		    size_t *body)
+{
+	size_t s = 0;
+
+	for (;;) {
+		int code;
+
+		if (!head_end(b + s, n - s, end))
+			return 0;
+		code = parse_status(b + s, *end);
+		if (code < 0)
+			return -1;
+		*end += s;
+		/* An interim response (103 Early Hints): the final one
+		 * follows, as it does for the kubelet's client. */
+		if (code >= 200 || code == 101) {
+			*start = s;
+			*body = body_want(b + s, *end - s, code);
+			return code;
+		}
+		s = *end;
+	}
 }
 
 /* The body is read (so the server sees a normal exchange, not a reset for

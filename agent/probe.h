@@ -44,6 +44,13 @@ struct probe_ctx {
 
 enum probe_result probe_once(const struct probe *p, const struct probe_ctx *c,
 			     char *why, size_t whysz);
+/* An httpGet probe's response head in b[0..n) (what a container sent): 0
+ * while incomplete, -1 when malformed, else the final response's status
+ * code, with [*start, *end) its status line and headers (interim 1xx
+ * responses before it skipped) and *body the body bytes to read and drop
+ * (Content-Length, capped at 10 KiB). Pure, for the fuzz harness. */
+int probe_http_head(const char *b, size_t n, size_t *start, size_t *end,
+		    size_t *body);
 
 /* One probe's schedule and consecutive results. */
 struct probe_state {
