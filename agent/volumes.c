@@ -84,27 +84,38 @@ int vol_prepare(const struct pod_spec *pod, const struct vol_dirs *d,
 		char ***sources, struct cerr *e)
 {
 	char **out = xcalloc(pod->n_volumes + 1, sizeof(char *));
+	int rc = 0;
 
 	if (fs_mkdir_p(d->volumes_dir, 0755, e) < 0) {
 		free(out);
 		return -1;
 	}
+	/* A volume that cannot be prepared gets "" and is tried again when a
+	 * unit that mounts it starts (its error becomes that unit's
+	 * startFailure); the others are still ready. */
 	for (size_t i = 0; i < pod->n_volumes; i++) {
-		out[i] = volume_source(&pod->volumes[i], d, e);
-		if (!out[i]) {
+		struct cerr ve = {0};
+
+		out[i] = volume_source(&pod->volumes[i], d, &ve);
+		if (out[i])
+			continue;
+		out[i] = xstrdup("");
+		if (rc == 0) {
+			*e = ve;
 			cerr_prefix(e, "volume %s", pod->volumes[i].name);
-			strv_free(out);
-			return -1;
+			rc = -1;
 		}
 	}
 	*sources = out;
-	return 0;
+	return rc;
 }
 
-/* source/sub_path, resolved beneath source (created as a directory when
- * missing, as the kubelet does). */
-static char *sub_path_source(const char *source, const char *sub,
-			     struct cerr *e)
+/* source/rel resolved beneath source: the real host path, every symlink
+ * already followed beneath source, for the bind mount to use. With mkdir a
+ * missing rel is created as a directory (subPath, as the kubelet does);
+ * without, a missing rel is ENOENT. */
+static char *beneath(const char *source, const char *rel, bool mkdir,
+		     struct cerr *e)
 {
 	char clean[PATH_MAX_INPUT];
 	cleanup_close int root = -1, fd = -1;
@@ -112,7 +123,7 @@ static char *sub_path_source(const char *source, const char *sub,
 	const char *base;
 	ssize_t n;
 
-	if (path_clean(sub, clean, sizeof(clean), e) < 0)
+	if (path_clean(rel, clean, sizeof(clean), e) < 0)
 		return NULL;
 	root = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0) {
@@ -122,21 +133,19 @@ static char *sub_path_source(const char *source, const char *sub,
 	if (!*clean)
 		return xstrdup(source);
 	fd = path_open_beneath(root, clean, O_PATH, 0, e);
-	if (fd < 0 && e->code == ENOENT) {
+	if (fd < 0 && e->code == ENOENT && mkdir) {
 		cleanup_close int parent =
 		    path_open_parent(root, clean, true, &base, e);
 		if (parent < 0)
 			return NULL;
 		if (mkdirat(parent, base, 0755) < 0 && errno != EEXIST) {
-			cerr_sys(e, "mkdir subPath %s", sub);
+			cerr_sys(e, "mkdir subPath %s", rel);
 			return NULL;
 		}
 		fd = path_open_beneath(root, clean, O_PATH, 0, e);
 	}
 	if (fd < 0)
 		return NULL;
-	/* The fd's own path: what the bind mount will use, with every
-	 * symlink already resolved beneath the volume. */
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	n = readlink(link, real, sizeof(real) - 1);
 	if (n < 0) {
@@ -145,6 +154,26 @@ static char *sub_path_source(const char *source, const char *sub,
 	}
 	real[n] = '\0';
 	return xstrdup(real);
+}
+
+/* A packagePath volume's source: packagePath.path beneath the package of
+ * the volume's name (the whole package when the path is empty), a file or
+ * a directory. It is looked up when a unit starts, since the controller
+ * may deploy the package after the pod spec. */
+static char *package_path_source(const struct volume *v, const char *pkg,
+				 struct cerr *e)
+{
+	char *p;
+
+	if (!v->path || !*v->path)
+		return xstrdup(pkg);
+	p = beneath(pkg, v->path, false, e);
+	if (!p && e->code == ENOENT)
+		cerr_set(e, ENOENT,
+			 "packagePath %s is not in package %s (not deployed "
+			 "yet?)",
+			 v->path, v->name);
+	return p;
 }
 
 static const struct volume *find_volume(const struct pod_spec *pod,
@@ -168,8 +197,26 @@ static void add_mount(struct unit_mounts *m, char *source, const char *target,
 	m->n++;
 }
 
-/* /etc/hosts and /etc/resolv.conf from the controller's packages. */
-static void add_dns_files(const struct vol_dirs *d, struct unit_mounts *m)
+static bool mounts_target(const struct unit_spec *u, const char *target)
+{
+	char a[PATH_MAX_INPUT], b[PATH_MAX_INPUT];
+	struct cerr e = {0};
+
+	if (path_clean(target, a, sizeof(a), &e) < 0)
+		return false;
+	for (size_t i = 0; i < u->n_mounts; i++)
+		if (path_clean(u->mounts[i].mount_path, b, sizeof(b), &e) ==
+			0 &&
+		    !strcmp(a, b))
+			return true;
+	return false;
+}
+
+/* /etc/hosts and /etc/resolv.conf from the controller's packages, for a
+ * unit that does not mount them itself (Kip mounts its resolvconf and
+ * etchosts packagePath volumes on every unit; a bare client may not). */
+static void add_dns_files(const struct unit_spec *u, const struct vol_dirs *d,
+			  struct unit_mounts *m)
 {
 	static const char *const files[][2] = {
 	    {"etchosts", "/etc/hosts"},
@@ -181,11 +228,35 @@ static void add_dns_files(const struct vol_dirs *d, struct unit_mounts *m)
 				      files[i][1]);
 		struct stat st;
 
-		if (stat(src, &st) == 0 && S_ISREG(st.st_mode))
+		if (!mounts_target(u, files[i][1]) && stat(src, &st) == 0 &&
+		    S_ISREG(st.st_mode))
 			add_mount(m, src, files[i][1], true);
 		else
 			free(src);
 	}
+}
+
+/* The host path a volumeMount binds: the volume's source (prepared again
+ * if that failed before), packagePath.path beneath a package, then the
+ * subPath beneath that. */
+static char *mount_source(const struct volume *v, const char *prepared,
+			  const struct volume_mount *vm,
+			  const struct vol_dirs *d, struct cerr *e)
+{
+	cleanup_free char *src =
+	    prepared && *prepared ? xstrdup(prepared) : volume_source(v, d, e);
+
+	if (src && v->kind == VOL_PACKAGE_PATH) {
+		char *p = package_path_source(v, src, e);
+
+		free(src);
+		src = p;
+	}
+	if (!src)
+		return NULL;
+	if (vm->sub_path && *vm->sub_path)
+		return beneath(src, vm->sub_path, true, e);
+	return steal_ptr(&src);
 }
 
 int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
@@ -193,7 +264,7 @@ int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 		    struct unit_mounts *out, struct cerr *e)
 {
 	memset(out, 0, sizeof(*out));
-	add_dns_files(d, out);
+	add_dns_files(u, d, out);
 	for (size_t i = 0; i < u->n_mounts; i++) {
 		const struct volume_mount *vm = &u->mounts[i];
 		size_t idx = 0;
@@ -207,9 +278,7 @@ int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 					"volume %s",
 					u->name, vm->name);
 		}
-		src = vm->sub_path && *vm->sub_path
-			  ? sub_path_source(sources[idx], vm->sub_path, e)
-			  : xstrdup(sources[idx]);
+		src = mount_source(v, sources ? sources[idx] : NULL, vm, d, e);
 		if (!src) {
 			vol_unit_mounts_free(out);
 			return cerr_prefix(e, "unit %s: volumeMount %s",

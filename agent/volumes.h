@@ -25,12 +25,16 @@ struct unit_mounts {
 };
 
 /* Make every volume's host directory exist (tmpfs for memory emptyDirs);
- * *sources[i] is volume i's host path (a NULL-terminated vector). */
+ * *sources[i] is volume i's host path (a NULL-terminated vector), "" for a
+ * volume that failed (the first failure is returned; the rest are still
+ * prepared, and a unit mounting a failed one retries it). */
 int vol_prepare(const struct pod_spec *pod, const struct vol_dirs *d,
 		char ***sources, struct cerr *e);
 /* The bind mounts of unit u: /etc/hosts and /etc/resolv.conf from the
- * controller's packages, then each volumeMount (subPath resolved beneath its
- * volume; configMap, secret and projected volumes read-only). */
+ * controller's packages unless the unit mounts those paths itself, then
+ * each volumeMount (a packagePath volume's path resolved beneath its
+ * package, a file or a directory, and ENOENT when missing; subPath resolved
+ * beneath the volume; configMap, secret and projected volumes read-only). */
 int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 		    char *const *sources, const struct vol_dirs *d,
 		    struct unit_mounts *out, struct cerr *e);

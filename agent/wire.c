@@ -626,8 +626,11 @@ static int parse_volume_source(const json_t *src, const char *at,
 			return badf(e, at, "path", "not absolute or has '..'");
 		return 0;
 	case VOL_PACKAGE_PATH:
-		if (get_str_req(src, at, "path", &v->path, e) < 0)
+		/* "" or absent: the whole package. */
+		if (get_str(src, at, "path", &v->path, e) < 0)
 			return -1;
+		if (!v->path)
+			v->path = xstrdup("");
 		if (has_dotdot(v->path))
 			return badf(e, at, "path", "has '..'");
 		return 0;

@@ -22,6 +22,75 @@ static char *path_in(const char *dir, const char *rel)
 	return xasprintf("%s/%s", dir, rel);
 }
 
+/* packagePath: the path beneath the package, a file or a directory, and
+ * the resolvconf/etchosts mounts not doubled when the unit has its own. */
+static void package_path_cases(const char *top, const struct vol_dirs *d)
+{
+	char *rc = path_in(top, "packages/resolvconf/etc/resolv.conf");
+	char *tree = path_in(top, "packages/tree/data/sub");
+	struct volume v[] = {
+	    {.name = "resolvconf",
+	     .kind = VOL_PACKAGE_PATH,
+	     .path = "/etc/resolv.conf"},
+	    {.name = "tree", .kind = VOL_PACKAGE_PATH, .path = "data"},
+	    {.name = "whole", .kind = VOL_PACKAGE_PATH, .path = ""},
+	    {.name = "etchosts", .kind = VOL_PACKAGE_PATH, .path = "/no/hosts"},
+	};
+	struct volume_mount vm[] = {
+	    {.name = "resolvconf", .mount_path = "/etc/resolv.conf"},
+	    {.name = "tree", .mount_path = "/t", .sub_path = "sub"},
+	    {.name = "whole", .mount_path = "/w"},
+	};
+	struct unit_spec u = {.name = "u", .mounts = vm, .n_mounts = 3};
+	struct pod_spec pod = {.volumes = v, .n_volumes = 3};
+	struct unit_mounts m;
+	struct cerr e = {0};
+	char **src = NULL;
+	size_t n_rc = 0;
+	struct stat st;
+
+	fs_mkdir_p(tree, 0755, &e);
+	fs_mkdir_p(path_in(top, "packages/resolvconf/etc"), 0755, &e);
+	fs_write_atomic(rc, "nameserver 10.0.0.2\n", 21, 0644, &e);
+	ok(vol_prepare(&pod, d, &src, &e) == 0, "packagePath prepare (%s)",
+	   e.msg);
+	ok(vol_unit_mounts(&pod, &u, src, d, &m, &e) == 0,
+	   "packagePath mounts (%s)", e.msg);
+	for (size_t i = 0; i < m.n; i++)
+		n_rc += !strcmp(m.v[i].target, "/etc/resolv.conf");
+	/* etchosts from the package dir (not mounted by the unit), then the
+	 * unit's three mounts. */
+	ok(m.n == 4 && n_rc == 1, "/etc/resolv.conf bound once (%zu, %zu)", m.n,
+	   n_rc);
+	ok(m.n == 4 && !strcmp(m.v[1].source, rc) &&
+	       stat(m.v[1].source, &st) == 0 && S_ISREG(st.st_mode),
+	   "file source: path beneath the package (%s)",
+	   m.n == 4 ? m.v[1].source : "");
+	ok(m.n == 4 && !strcmp(m.v[2].source, tree),
+	   "directory source, then subPath beneath it (%s)",
+	   m.n == 4 ? m.v[2].source : "");
+	ok(m.n == 4 && str_has_suffix(m.v[3].source, "/packages/whole"),
+	   "empty path: the whole package");
+	vol_unit_mounts_free(&m);
+
+	/* etchosts/etc/hosts exists (main made it); /no/hosts does not. */
+	vm[2].name = "etchosts";
+	vm[2].mount_path = "/etc/hosts";
+	pod.n_volumes = 4;
+	strv_free(src);
+	ok(vol_prepare(&pod, d, &src, &e) == 0, "prepare again");
+	ok(vol_unit_mounts(&pod, &u, src, d, &m, &e) < 0 && e.code == ENOENT &&
+	       strstr(e.msg, "/no/hosts is not in package etchosts"),
+	   "missing packagePath: a clear error (%s)", e.msg);
+	v[3].path = "/etc";
+	ok(vol_unit_mounts(&pod, &u, src, d, &m, &e) == 0,
+	   "etchosts as a directory");
+	vol_unit_mounts_free(&m);
+	strv_free(src);
+	free(rc);
+	free(tree);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/volumes-XXXXXX";
@@ -99,9 +168,21 @@ int main(void)
 	vm[0].name = "nope";
 	ok(vol_unit_mounts(&pod, &u, src, &d, &m, &e) < 0 && e.code == ENOENT,
 	   "unknown volume refused (%s)", e.msg);
+	vm[0].name = "scratch";
 	v[3].path = "relative";
-	ok(vol_prepare(&pod, &d, &src, &e) < 0 && e.code == EINVAL,
-	   "relative hostPath refused");
+	{
+		char **bad = NULL;
+
+		ok(vol_prepare(&pod, &d, &bad, &e) < 0 && e.code == EINVAL &&
+		       bad && !*bad[3] && !strcmp(bad[0], src[0]),
+		   "relative hostPath refused, the other volumes prepared");
+		ok(vol_unit_mounts(&pod, &u, bad, &d, &m, &e) < 0 &&
+		       e.code == EINVAL && strstr(e.msg, "volumeMount host"),
+		   "a unit mounting it gets the error (%s)", e.msg);
+		strv_free(bad);
+	}
+	v[3].path = top;
+	package_path_cases(top, &d);
 
 	umount2(src[1], MNT_DETACH);
 	strv_free(src);
