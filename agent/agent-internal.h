@@ -83,6 +83,7 @@ struct unit_spec {
 	struct port *ports;
 	size_t n_ports;
 	char *working_dir;
+	bool tty;		      /* TERM=xterm by default */
 	char **caps_add, **caps_drop; /* "NET_ADMIN" or "CAP_NET_ADMIN" */
 	bool has_run_as_user, has_run_as_group;
 	int64_t run_as_user, run_as_group;

@@ -47,92 +47,90 @@ static char **strv_done(struct strv *s)
 	return s->v;
 }
 
-/* ---- $(VAR) references, as Kubernetes expands them ---- */
+/* ---- the environment ---- */
 
-static const char *env_lookup(char *const *env, size_t n, const char *name,
-			      size_t len)
+/* Index of NAME in env ("NAME=..."), or -1. */
+static ssize_t env_find(const struct strv *env, const char *name, size_t len)
 {
-	/* The last definition wins. */
-	for (size_t i = n; i-- > 0;)
-		if (!strncmp(env[i], name, len) && env[i][len] == '=')
-			return env[i] + len + 1;
-	return NULL;
+	for (size_t i = 0; i < env->n; i++)
+		if (!strncmp(env->v[i], name, len) && env->v[i][len] == '=')
+			return (ssize_t)i;
+	return -1;
 }
 
-/* $(NAME) becomes NAME's value when defined (else stays as written);
- * $$ is a literal $. */
-static char *expand(const char *s, char *const *env, size_t n)
+/* Set "entry" (NAME=value, owned) in env: a later definition replaces an
+ * earlier one in place, so no name is left twice in the process's
+ * environment. With keep, an existing definition stays (a default). */
+static void env_put(struct strv *env, char *entry, bool keep)
 {
-	struct buf b;
+	const char *eq = strchr(entry, '=');
+	ssize_t i = env_find(env, entry, eq ? (size_t)(eq - entry) : 0);
 
-	buf_init(&b, 0);
-	while (*s) {
-		const char *close;
-
-		if (s[0] == '$' && s[1] == '$') {
-			buf_append(&b, "$", 1, NULL);
-			s += 2;
-			continue;
-		}
-		if (s[0] == '$' && s[1] == '(' &&
-		    (close = strchr(s + 2, ')'))) {
-			const char *v =
-			    env_lookup(env, n, s + 2, (size_t)(close - s - 2));
-			if (v) {
-				buf_append(&b, v, strlen(v), NULL);
-				s = close + 1;
-				continue;
-			}
-		}
-		buf_append(&b, s, 1, NULL);
-		s++;
+	if (!eq || (i >= 0 && keep)) {
+		free(entry);
+	} else if (i >= 0) {
+		free(env->v[i]);
+		env->v[i] = entry;
+	} else {
+		strv_push(env, entry);
 	}
-	return buf_steal(&b, NULL);
+}
+
+static int secret_value(const struct env_var *ev, const struct pod_spec *pod,
+			char **out, struct cerr *e)
+{
+	for (size_t j = 0; j < pod->n_secrets; j++) {
+		const struct secret *s = &pod->secrets[j];
+
+		if (strcmp(s->name, ev->secret_name))
+			continue;
+		for (size_t k = 0; k < s->n_items; k++)
+			if (!strcmp(s->items[k].name, ev->secret_key)) {
+				*out =
+				    xstrndup(s->items[k].value, s->item_len[k]);
+				return 0;
+			}
+	}
+	return cerr_set(e, ENOENT, "env %s: secret %s has no key %s", ev->name,
+			ev->secret_name, ev->secret_key);
 }
 
 char **podrun_env(const struct unit_spec *u, const struct pod_spec *pod,
-		  const struct image_config *img, struct cerr *e)
+		  const struct image_config *img,
+		  const struct podrun_env_defaults *d, struct cerr *e)
 {
 	struct strv out = {0};
 
 	for (size_t i = 0; img && img->env && img->env[i]; i++)
-		strv_push(&out, xstrdup(img->env[i]));
+		env_put(&out, xstrdup(img->env[i]), false);
+	if (d && d->hostname)
+		env_put(&out, xasprintf("HOSTNAME=%s", d->hostname), false);
+	/* Values are used as sent: $(VAR) references in them were expanded
+	 * by virtual-kubelet before Kip saw the pod (and Itzo never expanded
+	 * them); expanding again would undo a $$(X) the user escaped. */
 	for (size_t i = 0; i < u->n_env; i++) {
 		const struct env_var *ev = &u->env[i];
 		cleanup_free char *val = NULL;
 
-		if (ev->secret_name) {
-			const char *sv = NULL;
-			size_t sl = 0;
-
-			for (size_t j = 0; j < pod->n_secrets && !sv; j++) {
-				const struct secret *s = &pod->secrets[j];
-				if (strcmp(s->name, ev->secret_name))
-					continue;
-				for (size_t k = 0; k < s->n_items && !sv; k++)
-					if (!strcmp(s->items[k].name,
-						    ev->secret_key)) {
-						sv = s->items[k].value;
-						sl = s->item_len[k];
-					}
-			}
-			if (!sv) {
-				strv_free(strv_done(&out));
-				cerr_set(e, ENOENT,
-					 "env %s: secret %s has no key %s",
-					 ev->name, ev->secret_name,
-					 ev->secret_key);
-				return NULL;
-			}
-			val = xstrndup(sv, sl);
-		} else {
-			val = expand(ev->value ? ev->value : "", out.v, out.n);
+		if (ev->secret_name && secret_value(ev, pod, &val, e) < 0) {
+			strv_free(strv_done(&out));
+			return NULL;
 		}
-		strv_push(&out, xasprintf("%s=%s", ev->name, val));
+		env_put(&out,
+			xasprintf("%s=%s", ev->name,
+				  val	      ? val
+				  : ev->value ? ev->value
+					      : ""),
+			false);
 	}
-	if (!env_lookup(out.v, out.n, "PATH", 4))
-		strv_push(&out, xstrdup("PATH=/usr/local/sbin:/usr/local/bin:"
-					"/usr/sbin:/usr/bin:/sbin:/bin"));
+	env_put(&out,
+		xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/"
+			"bin:/sbin:/bin"),
+		true);
+	if (d && d->home)
+		env_put(&out, xasprintf("HOME=%s", d->home), true);
+	if (d && d->tty)
+		env_put(&out, xstrdup("TERM=xterm"), true);
 	return strv_done(&out);
 }
 
@@ -140,8 +138,12 @@ char **podrun_argv(const struct unit_spec *u, const struct image_config *img,
 		   struct cerr *e)
 {
 	struct strv out = {0};
-	char *const *first = u->command ? u->command : img->entrypoint;
-	char *const *rest = u->args ? u->args : u->command ? NULL : img->cmd;
+	/* An empty list means "not given", as in Kubernetes: the controller
+	 * may send null or [] for a container without command/args. */
+	bool has_cmd = u->command && u->command[0];
+	bool has_args = u->args && u->args[0];
+	char *const *first = has_cmd ? u->command : img->entrypoint;
+	char *const *rest = has_args ? u->args : has_cmd ? NULL : img->cmd;
 
 	/* The controller has already expanded $(VAR) in command and args
 	 * (Kip's pkg/util/expand.go); expanding again would undo a $$(X)
@@ -239,8 +241,12 @@ static int resolve_user(const char *user, const struct buf *passwd,
 	out->uid = (uid_t)(line && field(line, 2, f, sizeof(f)) ? id_of(f)
 								: id_of(user));
 	out->gid = line && field(line, 3, f, sizeof(f)) ? (gid_t)id_of(f) : 0;
-	out->home =
-	    xstrdup(line && field(line, 5, f, sizeof(f)) && *f ? f : "/");
+	/* HOME as Docker and the kubelet set it: the passwd entry's, else
+	 * "/root" for root and "/" for anyone else. */
+	if (line && field(line, 5, f, sizeof(f)) && *f)
+		out->home = xstrdup(f);
+	else
+		out->home = xstrdup(out->uid == 0 && !line ? "/root" : "/");
 	return 0;
 }
 

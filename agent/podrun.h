@@ -19,18 +19,29 @@
 char **podrun_argv(const struct unit_spec *u, const struct image_config *img,
 		   struct cerr *e);
 
-/* The environment: the image's Env, overridden and extended in order by the
- * unit's env; secretKeyRef values come from the pod's secrets (ENOENT when a
- * secret or key is missing). PATH gets a default when neither sets it. */
+/* What the runtime adds to a unit's environment, as Docker and Itzo do. */
+struct podrun_env_defaults {
+	const char *hostname; /* HOSTNAME: over the image's, under the unit's */
+	const char *home;     /* HOME unless set (podrun_user's home) */
+	bool tty;	      /* TERM=xterm unless set */
+};
+
+/* The environment: the image's Env, then HOSTNAME, then the unit's env in
+ * order, each name once (a later definition replaces an earlier one);
+ * secretKeyRef values come from the pod's secrets (ENOENT when a secret or
+ * key is missing). PATH, HOME and TERM are defaults: set only when missing.
+ * Values are not $(VAR)-expanded (the controller side did that). */
 char **podrun_env(const struct unit_spec *u, const struct pod_spec *pod,
-		  const struct image_config *img, struct cerr *e);
+		  const struct image_config *img,
+		  const struct podrun_env_defaults *d, struct cerr *e);
 
 struct podrun_user {
 	uid_t uid;
 	gid_t gid;
 	gid_t *groups; /* supplementary, from /etc/group and the pod spec */
 	size_t n_groups;
-	char *home; /* from /etc/passwd, "/" when unknown */
+	char *home; /* from /etc/passwd; "/root" for root without an entry,
+		     * else "/" when unknown */
 };
 
 /* Resolve who the unit runs as: the image's User ("name", "uid",

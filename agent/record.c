@@ -101,17 +101,43 @@ int record_save(const struct unit_rec *u, struct cerr *e)
 	return fs_write_atomic(path, text, strlen(text), 0600, e);
 }
 
-int record_load(struct unit_rec *u, struct cerr *e)
+static json_t *record_read(const struct unit_rec *u, struct cerr *e)
 {
 	cleanup_free char *path = xasprintf("%s/unit.json", u->dir);
-	cleanup_json json_t *j = NULL;
+	json_t *j = NULL;
 	struct buf b;
-	long long v;
+	const char *name;
 
 	buf_init(&b, RECORD_MAX);
 	if (fs_read_file(path, &b, e) == 0)
 		j = json_parse_object(b.data, b.len, e);
 	buf_free(&b);
+	if (!j)
+		return NULL;
+	/* The record must be this unit's: same name, same kind. */
+	name = json_string_value(json_object_get(j, "name"));
+	if (!name || strcmp(name, u->name) ||
+	    json_is_true(json_object_get(j, "init")) != u->is_init) {
+		json_decref(j);
+		cerr_set(e, ENOENT, "%s holds another unit's record", path);
+		return NULL;
+	}
+	return j;
+}
+
+bool record_matches(const struct unit_rec *u, struct cerr *e)
+{
+	json_t *j = record_read(u, e);
+
+	json_decref(j);
+	return j != NULL;
+}
+
+int record_load(struct unit_rec *u, struct cerr *e)
+{
+	cleanup_json json_t *j = record_read(u, e);
+	long long v;
+
 	if (!j)
 		return -1;
 	free(u->fingerprint);

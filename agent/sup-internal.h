@@ -42,7 +42,7 @@ struct unit_rec {
 	int pidfd;
 	struct unit_probes probes; /* this run's probes (when spec has any) */
 	struct unit_state state, last_state;
-	char *dir; /* <state>/units/<name> */
+	char *dir; /* <state>/units/<name>, units/init.<name> for init */
 };
 
 struct supervisor {
@@ -88,7 +88,10 @@ void unit_probe(struct supervisor *s, struct unit_rec *u);
 
 /* record.c */
 int record_save(const struct unit_rec *u, struct cerr *e);
+/* Load u's record from u->dir; ENOENT when none, or when the one there is
+ * another unit's (another name, or init where u is not). */
 int record_load(struct unit_rec *u, struct cerr *e);
+bool record_matches(const struct unit_rec *u, struct cerr *e);
 void unit_state_clear(struct unit_state *st);
 void unit_state_copy(struct unit_state *dst, const struct unit_state *src);
 void unit_rec_free(struct unit_rec *u);

@@ -44,6 +44,33 @@ static struct unit_rec *find_unit(struct supervisor *s, const char *name,
 	return NULL;
 }
 
+/* Where a unit's records and runs live. Init and regular units have
+ * separate namespaces: units/<name> and units/init.<name> (a '.' is never
+ * in a unit name, which is a DNS label). Before that, init units used
+ * units/init-<name>, which a regular unit "init-<name>" shared: state left
+ * by such an agent is still adopted from there (legacy_init_dir). */
+static char *unit_dir(const struct supervisor *s, const char *name,
+		      bool is_init)
+{
+	return xasprintf("%s/units/%s%s", s->o.state_dir,
+			 is_init ? "init." : "", name);
+}
+
+/* An init unit's record from before the split: units/init-<name> whose
+ * unit.json says it is the init unit <name>. */
+static char *legacy_init_dir(const struct supervisor *s, const char *name)
+{
+	char *dir = xasprintf("%s/units/init-%s", s->o.state_dir, name);
+	struct unit_rec probe = {
+	    .name = (char *)name, .is_init = true, .dir = dir};
+	struct cerr e = {0};
+
+	if (record_matches(&probe, &e))
+		return dir;
+	free(dir);
+	return NULL;
+}
+
 static void init_rec(struct supervisor *s, struct unit_rec *u,
 		     const struct unit_spec *us, bool is_init)
 {
@@ -55,8 +82,7 @@ static void init_rec(struct supervisor *s, struct unit_rec *u,
 	u->image = xstrdup(us->image);
 	u->pidfd = -1;
 	u->started = -1;
-	u->dir = xasprintf("%s/units/%s%s", s->o.state_dir,
-			   is_init ? "init-" : "", us->name);
+	u->dir = unit_dir(s, us->name, is_init);
 	u->state.kind = STATE_WAITING;
 	u->state.reason = xstrdup("ContainerCreating");
 }
@@ -505,6 +531,13 @@ static void restore(struct supervisor *s)
 	merge_records(s);
 	for (size_t i = 0; i < s->n_units; i++) {
 		struct unit_rec *u = &s->units[i];
+		char *legacy;
+
+		if (u->is_init && !fs_exists(u->dir) &&
+		    (legacy = legacy_init_dir(s, u->name))) {
+			free(u->dir);
+			u->dir = legacy;
+		}
 		if (record_load(u, &e) == 0)
 			unit_adopt(s, u);
 	}

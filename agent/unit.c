@@ -196,6 +196,7 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 {
 	cleanup_close int rootfd = -1;
 	struct podrun_user who;
+	struct podrun_env_defaults env_def = {0};
 	const struct unit_spec *us = u->spec;
 
 	memset(rc, 0, sizeof(*rc));
@@ -204,11 +205,18 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	rootfd = open(rc->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		return cerr_sys(e, "open %s", rc->rootfs);
-	if (!(rc->env = podrun_env(us, &s->spec, img, e)) ||
-	    !(rc->argv = podrun_argv(us, img, e)) ||
-	    !(rc->caps = podrun_caps(us, e)) ||
-	    podrun_user(us, &s->spec, img, rootfd, &who, e) < 0)
+	rc->hostname = hostname_of(&s->spec);
+	if (podrun_user(us, &s->spec, img, rootfd, &who, e) < 0)
 		return -1;
+	env_def.hostname = rc->hostname;
+	env_def.home = who.home;
+	env_def.tty = us->tty;
+	if (!(rc->env = podrun_env(us, &s->spec, img, &env_def, e)) ||
+	    !(rc->argv = podrun_argv(us, img, e)) ||
+	    !(rc->caps = podrun_caps(us, e))) {
+		podrun_user_free(&who);
+		return -1;
+	}
 	rc->uid = who.uid;
 	rc->gid = who.gid;
 	rc->groups = (uint32_t *)who.groups;
@@ -220,7 +228,6 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	    xstrdup(us->working_dir && *us->working_dir	    ? us->working_dir
 		    : img->working_dir && *img->working_dir ? img->working_dir
 							    : "/");
-	rc->hostname = hostname_of(&s->spec);
 	rc->cgroup_path =
 	    xasprintf("cell/%s/%s-%d", s->cgroup_tag, u->name, u->seq + 1);
 	rc->log_path = xasprintf("%s/log", run);

@@ -56,13 +56,24 @@ static void test_argv(void)
 		   "args replace cmd, verbatim");
 	check_argv(cmd, args, "/bin/sh|-c|echo $(A)|$(B)|$$(A)|$(NOPE)",
 		   "command and args");
+	{
+		char *empty[] = {NULL};
+
+		check_argv(empty, empty, "/entry|-x|default",
+			   "command [] and args [] are the image's");
+		check_argv(empty, args, "/entry|-x|$(B)|$$(A)|$(NOPE)",
+			   "command [] keeps the entrypoint");
+		check_argv(cmd, empty, "/bin/sh|-c|echo $(A)",
+			   "args [] with a command: no image cmd");
+	}
 	ok(podrun_argv(&u, &none, &e) == NULL && e.code == EINVAL,
 	   "no command at all is an error (%s)", e.msg);
 }
 
 static void test_env(void)
 {
-	char *img_env[] = {"PATH=/img/bin", "A=img", NULL};
+	char *img_env[] = {"PATH=/img/bin", "A=img", "HOSTNAME=imghost",
+			   "A=img2", NULL};
 	struct image_config img = {.env = img_env};
 	struct kv item = {.name = "k", .value = "s3cr3t"};
 	size_t item_len = 6;
@@ -71,24 +82,65 @@ static void test_env(void)
 	struct pod_spec pod = {.secrets = &sec, .n_secrets = 1};
 	struct env_var ev[] = {
 	    {.name = "A", .value = "unit"},
-	    {.name = "C", .value = "$(A)-$(PATH)"},
+	    {.name = "C", .value = "$(A)-$$(PATH)"},
 	    {.name = "S", .secret_name = "db", .secret_key = "k"},
+	    {.name = "C", .value = "again"},
 	};
-	struct unit_spec u = {.name = "u", .env = ev, .n_env = 3};
+	struct unit_spec u = {.name = "u", .env = ev, .n_env = 4};
+	struct podrun_env_defaults d = {.hostname = "web-0", .home = "/root"};
 	struct cerr e = {0};
-	char **env = podrun_env(&u, &pod, &img, &e);
+	char **env = podrun_env(&u, &pod, &img, &d, &e);
 	char *got = joined(env);
 
-	is_str(got, "PATH=/img/bin|A=img|A=unit|C=unit-/img/bin|S=s3cr3t",
-	       "env: image then unit, refs expanded, secret resolved");
+	is_str(got,
+	       "PATH=/img/bin|A=unit|HOSTNAME=web-0|C=again|S=s3cr3t|"
+	       "HOME=/root",
+	       "env: unit over image in place, each name once, secret "
+	       "resolved, HOSTNAME and HOME");
 	free(got);
 	strv_free(env);
+	u.n_env = 2;
+	env = podrun_env(&u, &pod, &img, NULL, &e);
+	got = joined(env);
+	is_str(got, "PATH=/img/bin|A=unit|HOSTNAME=imghost|C=$(A)-$$(PATH)",
+	       "values are not expanded again");
+	free(got);
+	strv_free(env);
+	{
+		struct env_var mine[] = {{.name = "HOSTNAME", .value = "mine"},
+					 {.name = "HOME", .value = "/h"},
+					 {.name = "TERM", .value = "vt100"}};
+		struct unit_spec v = {.name = "v", .env = mine, .n_env = 3};
+
+		d.tty = true;
+		env = podrun_env(&v, &pod, NULL, &d, &e);
+		got = joined(env);
+		is_str(got,
+		       "HOSTNAME=mine|HOME=/h|TERM=vt100|PATH=/usr/local/sbin:/"
+		       "usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		       "the unit's own HOSTNAME, HOME and TERM stand");
+		free(got);
+		strv_free(env);
+		v.n_env = 0;
+		env = podrun_env(&v, &pod, NULL, &d, &e);
+		got = joined(env);
+		ok(strstr(got, "TERM=xterm") != NULL, "TTY unit: TERM=xterm");
+		free(got);
+		strv_free(env);
+		d.tty = false;
+		env = podrun_env(&v, &pod, NULL, &d, &e);
+		got = joined(env);
+		ok(strstr(got, "TERM=") == NULL, "no TTY: no TERM");
+		free(got);
+		strv_free(env);
+	}
+	u.n_env = 3;
 	ev[2].secret_key = "missing";
-	ok(podrun_env(&u, &pod, &img, &e) == NULL && e.code == ENOENT,
+	ok(podrun_env(&u, &pod, &img, &d, &e) == NULL && e.code == ENOENT,
 	   "missing secret key is an error (%s)", e.msg);
 	u.n_env = 0;
 	img.env = NULL;
-	env = podrun_env(&u, &pod, &img, &e);
+	env = podrun_env(&u, &pod, &img, NULL, &e);
 	ok(env && env[0] && str_has_prefix(env[0], "PATH=/usr/local/sbin"),
 	   "a default PATH");
 	strv_free(env);
@@ -142,6 +194,26 @@ static void test_user(void)
 	       r.gid == 4343 && !strcmp(r.home, "/"),
 	   "numeric user not in passwd");
 	podrun_user_free(&r);
+	img.user = "0";
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 &&
+	       !strcmp(r.home, "/root"),
+	   "root: home from passwd");
+	podrun_user_free(&r);
+	{
+		int empty = open("/proc/self/fdinfo", O_PATH | O_DIRECTORY);
+
+		img.user = NULL;
+		ok(podrun_user(&u, &pod, &img, empty, &r, &e) == 0 &&
+		       r.uid == 0 && !strcmp(r.home, "/root"),
+		   "root without a passwd: HOME=/root");
+		podrun_user_free(&r);
+		img.user = "1234";
+		ok(podrun_user(&u, &pod, &img, empty, &r, &e) == 0 &&
+		       !strcmp(r.home, "/"),
+		   "others without an entry: HOME=/");
+		podrun_user_free(&r);
+		close(empty);
+	}
 	img.user = "ghost";
 	ok(podrun_user(&u, &pod, &img, root, &r, &e) < 0 && e.code == ENOENT,
 	   "unknown user name is an error (%s)", e.msg);
