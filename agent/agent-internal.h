@@ -83,7 +83,11 @@ struct unit_spec {
 	struct port *ports;
 	size_t n_ports;
 	char *working_dir;
-	bool tty;		      /* TERM=xterm by default */
+	bool tty; /* TERM=xterm by default */
+	/* resources.limits (Kip's untagged "Limits", or "limits"): 0 = none.
+	 * Requests never limit anything. */
+	int64_t memory_limit; /* bytes */
+	int64_t cpu_millis;
 	char **caps_add, **caps_drop; /* "NET_ADMIN" or "CAP_NET_ADMIN" */
 	bool has_run_as_user, has_run_as_group;
 	int64_t run_as_user, run_as_group;
@@ -133,7 +137,10 @@ struct pod_spec {
 	size_t n_sysctls;
 	char *hostname, *subdomain;
 	int64_t termination_grace_s; /* default 30 */
-	int64_t memory_limit;	     /* spec.resources.memory, bytes; 0 none */
+	/* spec.resources.memory, bytes (0 none): what Kip sized the instance
+	 * by (the sum of the units' limits, else requests). Never a unit's
+	 * limit. */
+	int64_t memory_limit;
 	/* secrets: name → key → bytes (decoded from base64) */
 	struct secret {
 		char *name;
@@ -172,6 +179,9 @@ void pod_spec_free(struct pod_spec *p);
 /* A Kubernetes quantity ("1Gi", "500M", "1e3", "1500m") in whole units,
  * rounded up; EINVAL when malformed or negative, ERANGE above INT64_MAX. */
 int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e);
+/* The same in thousandths, rounded up like Quantity.MilliValue() ("500m" →
+ * 500, "1.5" → 1500): CPU. */
+int wire_parse_quantity_milli(const char *s, int64_t *out, struct cerr *e);
 
 /* ---- status (wire.c serializes PodStatusReply from this) ---- */
 

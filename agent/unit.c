@@ -233,7 +233,10 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	rc->log_path = xasprintf("%s/log", run);
 	rc->log_max_bytes = LOG_MAX_BYTES;
 	rc->grace_seconds = s->spec.termination_grace_s;
-	rc->memory_limit = s->spec.memory_limit;
+	/* The unit's own limits only: spec.resources is what Kip sized the
+	 * instance by (requests included), not a limit for any unit. */
+	rc->memory_limit = us->memory_limit;
+	rc->cpu_quota = us->cpu_millis;
 	return add_mounts(s, u, run, rc, e);
 }
 

@@ -360,7 +360,8 @@ static int quantity_value(struct quantity *q, int64_t *out, struct cerr *e)
 	return 0;
 }
 
-int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e)
+static int parse_quantity(const char *s, int64_t dexp, int64_t *out,
+			  struct cerr *e)
 {
 	struct quantity q = {0};
 	const char *p = s;
@@ -383,11 +384,22 @@ int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e)
 	}
 	if (quantity_suffix(p, &q) < 0)
 		return cerr_set(e, EINVAL, "\"%.64s\" is not a quantity", s);
+	q.dexp += dexp;
 	if (quantity_value(&q, out, e) < 0)
 		return cerr_set(e, ERANGE, "\"%.64s\" is too large", s);
 	if (neg && *out)
 		return cerr_set(e, EINVAL, "\"%.64s\" is negative", s);
 	return 0;
+}
+
+int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e)
+{
+	return parse_quantity(s, 0, out, e);
+}
+
+int wire_parse_quantity_milli(const char *s, int64_t *out, struct cerr *e)
+{
+	return parse_quantity(s, 3, out, e);
 }
 
 /* ---- secrets, credentials, annotations ---- */
@@ -1034,14 +1046,126 @@ static int parse_probe(const json_t *u, const char *at, const char *key,
 
 /* ---- a unit ---- */
 
+/* One limit of a ResourceList: a quantity string (what Go's Quantity
+ * marshals to) or a JSON number. */
+static int parse_limit(const json_t *lim, const char *at, const char *key,
+		       bool milli, int64_t *out, struct cerr *e)
+{
+	json_t *v = field(lim, key);
+	char p[AT_MAX];
+	int r;
+
+	if (!v)
+		return 0;
+	child(p, at, key, -1);
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = json_integer_value(v) * (milli ? 1000 : 1);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return badf(e, p, NULL, "not a quantity");
+	if (check_len(v, p, NULL, e) < 0)
+		return -1;
+	r = milli ? wire_parse_quantity_milli(json_string_value(v), out, e)
+		  : wire_parse_quantity(json_string_value(v), out, e);
+	if (r < 0) {
+		e->code = EINVAL;
+		return cerr_prefix(e, "%s", p);
+	}
+	return 0;
+}
+
+/* resources.limits.{memory,cpu}. Kip's ResourceRequirements has no JSON
+ * tags, so it arrives as {"Limits":…,"Requests":…}; the Kubernetes
+ * spelling "limits" is read too. Requests are not limits. */
+static int parse_unit_resources(const json_t *u, const char *at,
+				struct unit_spec *out, struct cerr *e)
+{
+	json_t *res, *lim = NULL;
+	char p[AT_MAX], q[AT_MAX];
+
+	if (get_obj(u, at, "resources", &res, e) < 0)
+		return -1;
+	if (!res)
+		return 0;
+	child(p, at, "resources", -1);
+	if (get_obj(res, p, "Limits", &lim, e) < 0)
+		return -1;
+	if (!lim && get_obj(res, p, "limits", &lim, e) < 0)
+		return -1;
+	if (!lim)
+		return 0;
+	child(q, p, field(res, "Limits") ? "Limits" : "limits", -1);
+	if (parse_limit(lim, q, "memory", false, &out->memory_limit, e) < 0 ||
+	    parse_limit(lim, q, "cpu", true, &out->cpu_millis, e) < 0)
+		return -1;
+	return 0;
+}
+
+struct keyed {
+	json_t *v;
+	const char *k1, *k2;
+	size_t i;
+};
+
+static int keyed_cmp(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+	int c = strcmp(x->k1, y->k1);
+
+	if (!c)
+		c = strcmp(x->k2, y->k2);
+	return c ? c : (x->i > y->i) - (x->i < y->i); /* stable */
+}
+
+static const char *str_or_empty(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+/* Sort the array at key by two string members, stably (a name given twice
+ * keeps its order: the later one wins). */
+static void sort_list(json_t *u, const char *key, const char *k1,
+		      const char *k2)
+{
+	json_t *a = json_object_get(u, key);
+	size_t n = json_array_size(a);
+	struct keyed *v;
+
+	if (n < 2)
+		return;
+	v = xcalloc(n, sizeof(*v));
+	for (size_t i = 0; i < n; i++) {
+		json_t *x = json_array_get(a, i);
+		v[i] = (struct keyed){json_incref(x), str_or_empty(x, k1),
+				      str_or_empty(x, k2), i};
+	}
+	qsort(v, n, sizeof(*v), keyed_cmp);
+	json_array_clear(a);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, v[i].v);
+	free(v);
+}
+
 /* Every field of the unit's JSON, known or not, in one canonical text:
- * any change of any field restarts the unit (WIRE.md). */
+ * any change of any field restarts the unit (WIRE.md). Key order does not
+ * count, nor the order of env and volumeMounts: the controller rebuilds
+ * those lists from Go maps (virtual-kubelet's env population) on every
+ * sync, and the same spec in another order must restart nothing. */
 static char *fingerprint(const json_t *u)
 {
-	char *s = json_dumps(u, JSON_SORT_KEYS | JSON_COMPACT);
+	json_t *c = json_deep_copy(u);
+	char *s;
 
-	if (!s)
+	if (!c)
 		abort(); /* only on out-of-memory: the house rule */
+	sort_list(c, "env", "name", "");
+	sort_list(c, "volumeMounts", "mountPath", "name");
+	s = json_dumps(c, JSON_SORT_KEYS | JSON_COMPACT);
+	json_decref(c);
+	if (!s)
+		abort();
 	return s;
 }
 
@@ -1055,6 +1179,7 @@ static int parse_unit_fields(const json_t *u, const char *at,
 	    get_strv(u, at, "args", &out->args, e) < 0 ||
 	    get_str(u, at, "workingDir", &out->working_dir, e) < 0 ||
 	    get_bool(u, at, "tty", &out->tty, e) < 0 ||
+	    parse_unit_resources(u, at, out, e) < 0 ||
 	    parse_list(u, at, "env", WIRE_MAX_ENV, sizeof(struct env_var),
 		       (void **)&out->env, &out->n_env, env_fn, NULL, e) < 0 ||
 	    parse_list(u, at, "volumeMounts", WIRE_MAX_LIST,

@@ -1166,6 +1166,74 @@ static void test_fingerprints(void)
 	}
 }
 
+/* env and volumeMounts in another order (the controller rebuilds them from
+ * Go maps) leave the fingerprint alone; a real change does not. */
+static void test_fingerprint_order(void)
+{
+	cleanup_free char *n0 = fp_of(kip_pod, "nginx");
+	cleanup_free char *env =
+	    mutate(kip_pod, "spec.units.0.env",
+		   "[{\"name\":\"EMPTY\"},{\"name\":\"GREETING\",\"value\":"
+		   "\"hello\"}]");
+	cleanup_free char *both = mutate(
+	    env, "spec.units.0.volumeMounts",
+	    "[{\"name\":\"etchosts\",\"mountPath\":\"/etc/hosts\"},"
+	    "{\"name\":\"resolvconf\",\"mountPath\":\"/etc/resolv.conf\"},"
+	    "{\"name\":\"config\",\"mountPath\":\"/etc/nginx/conf.d\","
+	    "\"subPath\":\"conf.d\"},{\"name\":\"data\",\"mountPath\":"
+	    "\"/usr/share/nginx/html\"}]");
+	cleanup_free char *dup =
+	    mutate(kip_pod, "spec.units.0.env",
+		   "[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"A\","
+		   "\"value\":\"2\"}]");
+	cleanup_free char *dup2 =
+	    mutate(kip_pod, "spec.units.0.env",
+		   "[{\"name\":\"A\",\"value\":\"2\"},{\"name\":\"A\","
+		   "\"value\":\"1\"}]");
+	cleanup_free char *n1 = fp_of(env, "nginx");
+	cleanup_free char *n2 = fp_of(both, "nginx");
+	cleanup_free char *d1 = fp_of(dup, "nginx");
+	cleanup_free char *d2 = fp_of(dup2, "nginx");
+
+	ok(!strcmp(n0, n1), "env in another order: same fingerprint");
+	ok(!strcmp(n0, n2), "volumeMounts in another order: same fingerprint");
+	ok(strcmp(d1, d2) != 0,
+	   "a name given twice keeps its order (the later one wins)");
+}
+
+static void test_unit_resources(void)
+{
+	struct pod_spec p;
+	struct cerr e = {0};
+	cleanup_free char *k =
+	    mutate(kip_pod, "spec.units.0.resources",
+		   "{\"Limits\":{\"memory\":\"256Mi\",\"cpu\":\"500m\"},"
+		   "\"Requests\":{\"memory\":\"1Gi\"}}");
+	cleanup_free char *l =
+	    mutate(kip_pod, "spec.units.0.resources",
+		   "{\"limits\":{\"memory\":1048576,\"cpu\":\"1.5\"}}");
+	cleanup_free char *r = mutate(kip_pod, "spec.units.0.resources",
+				      "{\"Requests\":{\"memory\":\"1Gi\"}}");
+	cleanup_free char *bad = mutate(kip_pod, "spec.units.0.resources",
+					"{\"Limits\":{\"memory\":\"lots\"}}");
+
+	ok(parse(k, &p, &e) == 0 && p.units[0].memory_limit == 256 << 20 &&
+	       p.units[0].cpu_millis == 500 && p.units[1].memory_limit == 0,
+	   "Kip's Limits: memory and cpu of that unit only (%s)", e.msg);
+	pod_spec_free(&p);
+	ok(parse(l, &p, &e) == 0 && p.units[0].memory_limit == 1048576 &&
+	       p.units[0].cpu_millis == 1500,
+	   "the Kubernetes spelling, a number (%s)", e.msg);
+	pod_spec_free(&p);
+	ok(parse(r, &p, &e) == 0 && p.units[0].memory_limit == 0 &&
+	       p.memory_limit == 1 << 30,
+	   "requests and spec.resources are no unit's limit");
+	pod_spec_free(&p);
+	ok(parse(bad, &p, &e) < 0 && e.code == EINVAL &&
+	       strstr(e.msg, "spec.units[0].resources.Limits.memory"),
+	   "a bad limit is refused, naming it (%s)", e.msg);
+}
+
 #define T0 (1795326060LL * 1000000000LL) /* 2026-11-22T05:41:00Z */
 /* The status structs hold char *; the serializer only reads them. */
 #define S(lit) ((char *)(lit))
@@ -1457,6 +1525,8 @@ int main(void)
 	test_secrets();
 	test_secret_caps();
 	test_fingerprints();
+	test_fingerprint_order();
+	test_unit_resources();
 	test_status();
 	test_status_exact();
 	test_status_from_pod();
