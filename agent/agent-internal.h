@@ -24,6 +24,7 @@
 #define WIRE_MAX_LIST 4096		 /* any other array or map */
 #define WIRE_MAX_STR (64u << 10)	 /* any string we keep */
 #define WIRE_MAX_SECRET_VALUE (1u << 20) /* decoded bytes */
+#define WIRE_MAX_WARNINGS 64		 /* kept per parse; more are dropped */
 
 /* ---- the pod spec (wire.c parses PodParameters into this) ---- */
 
@@ -106,6 +107,7 @@ enum volume_kind {
 	VOL_SECRET,
 	VOL_HOST_PATH,
 	VOL_PROJECTED,
+	VOL_UNKNOWN, /* a kind this cell does not support: accepted, unusable */
 };
 
 struct volume {
@@ -168,6 +170,10 @@ struct pod_spec {
 		char **hostnames;
 	} * host_aliases;
 	size_t n_host_aliases;
+	/* Inputs accepted that cannot take effect (a probe without a handler,
+	 * a volume of an unknown kind, …): for the caller to log. */
+	char **warnings;
+	size_t n_warnings;
 };
 
 /* Parse a PodParameters body. Unknown fields are ignored; a wrong type or a

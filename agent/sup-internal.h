@@ -65,6 +65,7 @@ struct supervisor {
 	struct unit_rec *units; /* init units first, in order */
 	size_t n_units;
 	char **vol_sources;
+	char **warned; /* the last spec's warnings, logged once */
 	bool pod_failed;
 	bool pod_restarting; /* initUnits changed: stop all, then start over */
 	struct stats_state stats;

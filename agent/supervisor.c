@@ -6,11 +6,8 @@
  * timeout. The state directory is the source of truth: after an agent
  * restart the pod spec and every unit record come back from it and running
  * units are re-adopted through their monitors. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +24,7 @@
 #include "runtime.h"
 #include "sup-internal.h"
 #include "util.h"
+#include "netaddr.h"
 #include "volumes.h"
 
 #define POD_FILE "pod.json"
@@ -189,6 +187,24 @@ static int prepare_volumes(struct supervisor *s, struct cerr *e)
 	return vol_prepare(&s->spec, &d, &s->vol_sources, e);
 }
 
+/* Each warning of a spec is logged once: Kip sends the same spec again on
+ * every change of any part of it. */
+static void log_warnings(struct supervisor *s, const struct pod_spec *p)
+{
+	char **seen = s->warned;
+
+	for (size_t i = 0; i < p->n_warnings; i++) {
+		bool old = false;
+
+		for (size_t j = 0; seen && seen[j] && !old; j++)
+			old = !strcmp(seen[j], p->warnings[i]);
+		if (!old)
+			log_warn("pod spec: %s", p->warnings[i]);
+	}
+	s->warned = strv_dup(p->warnings);
+	strv_free(seen);
+}
+
 static void take_spec(struct supervisor *s, char *body, size_t len)
 {
 	struct pod_spec next;
@@ -200,6 +216,7 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 		free(body);
 		return;
 	}
+	log_warnings(s, &next);
 	if (fs_write_atomic(path, body, len, 0600, &e) < 0)
 		log_error("save pod spec: %s", e.msg);
 	if (s->has_spec && init_units_changed(s, &next)) {
@@ -337,25 +354,22 @@ static int next_timeout_ms(const struct supervisor *s)
 
 /* ---- the published snapshot ---- */
 
-/* Units share the host's network until cell-net lands, so the pod's IP is
- * the host's first non-loopback IPv4 address when the spec names none. */
-static char *primary_ip(void)
+/* The podIP Kip expects back (pod_controller.go handlePodStatusReply drops a
+ * reply whose podIP differs from the pod's address): the instance's primary
+ * IP for a hostNetwork pod (setPodDispatchingParams gives such a pod the
+ * node's private IP), else the PodIP the controller sent. Units share the
+ * host's network until cell-net lands, so without one it is the primary IP
+ * too. */
+static char *pod_ip(const struct supervisor *s)
 {
-	struct ifaddrs *ifs = NULL;
-	char ip[INET_ADDRSTRLEN] = "";
+	char ip[64] = "";
+	struct cerr e = {0};
 
-	if (getifaddrs(&ifs) < 0)
-		return xstrdup("");
-	for (struct ifaddrs *i = ifs; i && !ip[0]; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-		    (i->ifa_flags & IFF_LOOPBACK))
-			continue;
-		inet_ntop(
-		    AF_INET,
-		    &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, ip,
-		    sizeof(ip));
-	}
-	freeifaddrs(ifs);
+	if (s->has_spec && s->spec.ns_network != NS_NODE && s->spec.pod_ip &&
+	    *s->spec.pod_ip)
+		return xstrdup(s->spec.pod_ip);
+	if (net_primary_ipv4(ip, sizeof(ip), &e) < 0)
+		log_warn("pod IP: %s", e.msg);
 	return xstrdup(ip);
 }
 
@@ -363,7 +377,11 @@ static void fill_status(const struct unit_rec *u, struct unit_status *o)
 {
 	o->name = u->name;
 	o->image = u->image;
-	o->ready = u->ready && u->phase == PH_RUNNING;
+	/* A completed init unit is ready, as the kubelet reports it and
+	 * Kip's status conversion expects. */
+	o->ready = (u->ready && u->phase == PH_RUNNING) ||
+		   (u->is_init && u->state.kind == STATE_TERMINATED &&
+		    u->state.exit_code == 0);
 	o->started = u->phase == PH_RUNNING ? u->started : 0;
 	o->restart_count = u->restart_count;
 	o->state = u->state;
@@ -417,9 +435,7 @@ static char *status_text(struct supervisor *s)
 			fill_status(u, &ps.units[ps.n_units++]);
 	}
 	collect_usage(s, &ps);
-	ps.pod_ip = s->has_spec && s->spec.pod_ip && *s->spec.pod_ip
-			? xstrdup(s->spec.pod_ip)
-			: primary_ip();
+	ps.pod_ip = pod_ip(s);
 	text = wire_status_json(&ps);
 	free(ps.pod_ip);
 	stats_free(ps.usage, ps.n_usage);
@@ -606,6 +622,7 @@ static void sup_free(struct supervisor *s)
 	free(s->status_text);
 	strv_free(s->log_paths);
 	strv_free(s->vol_sources);
+	strv_free(s->warned);
 	strv_free(s->insecure);
 	free((char *)s->o.state_dir);
 	free((char *)s->o.image_cache);

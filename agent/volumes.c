@@ -67,6 +67,12 @@ static char *volume_source(const struct volume *v, const struct vol_dirs *d,
 		    fs_mkdir_p(v->path, 0755, e) < 0)
 			return NULL;
 		return xstrdup(v->path);
+	case VOL_UNKNOWN:
+		cerr_set(e, ENOTSUP,
+			 "volume %s: no source this cell supports (emptyDir, "
+			 "packagePath, configMap, secret, hostPath, projected)",
+			 v->name);
+		return NULL;
 	default:
 		/* configMap, secret, projected, packagePath: the package the
 		 * controller deployed under the volume's name (an empty

@@ -56,6 +56,28 @@ static void child(char *buf, const char *at, const char *key, long i)
 }
 
 /* Go sends null for empty pointers, slices and maps: the same as absent. */
+/* Warnings of the parse under way (wire_parse_pod sets this for its own
+ * thread): inputs that are accepted but cannot take effect. The parser
+ * stays pure: they end up in pod_spec.warnings for the caller to log. */
+static __thread char ***warn_sink;
+static __thread size_t *warn_n;
+
+__attribute__((format(printf, 1, 2))) static void warnf(const char *fmt, ...)
+{
+	va_list ap;
+	char *w;
+
+	if (!warn_sink || *warn_n >= WIRE_MAX_WARNINGS)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&w, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	*warn_sink = xrealloc(*warn_sink, (*warn_n + 2) * sizeof(char *));
+	(*warn_sink)[(*warn_n)++] = w;
+	(*warn_sink)[*warn_n] = NULL;
+}
+
 static json_t *field(const json_t *o, const char *key)
 {
 	json_t *v = json_object_get(o, key);
@@ -658,6 +680,8 @@ static int parse_volume_source(const json_t *src, const char *at,
 			    e) < 0)
 			return -1;
 		break;
+	case VOL_UNKNOWN:
+		return 0;
 	}
 	if (get_int(src, at, "defaultMode", 0, 07777, &mode, NULL, e) < 0)
 		return -1;
@@ -691,12 +715,16 @@ static int parse_volume(const json_t *o, const char *at, struct volume *v,
 		v->kind = (enum volume_kind)k;
 		src = s;
 	}
-	if (!src)
-		return badf(e, at, NULL,
-			    "volume \"%s\" has no source (one of emptyDir, "
-			    "packagePath, configMap, secret, hostPath, "
-			    "projected)",
-			    v->name);
+	if (!src) {
+		/* A kind this cell does not know (or none): accepted, and a
+		 * unit that mounts it fails to start with the reason. */
+		v->kind = VOL_UNKNOWN;
+		warnf("%s: volume \"%s\" has no source this cell supports "
+		      "(emptyDir, packagePath, configMap, secret, hostPath, "
+		      "projected); units that mount it will not start",
+		      at, v->name);
+		return 0;
+	}
 	child(p, at, volume_kinds[v->kind], -1);
 	return parse_volume_source(src, p, v, e);
 }
@@ -784,9 +812,12 @@ static int parse_mount(const json_t *o, const char *at,
 	    get_str(o, at, "subPath", &m->sub_path, e) < 0 ||
 	    get_bool(o, at, "readOnly", &m->read_only, e) < 0)
 		return -1;
+	/* Kip drops volumes it cannot convert (a PVC, downwardAPI, …) but
+	 * keeps the mounts: accepted, and the unit fails to start saying so. */
 	if (!find_volume(pod, m->name))
-		return badf(e, at, "name", "no volume \"%s\" in the pod",
-			    m->name);
+		warnf("%s: no volume \"%s\" in the pod; the unit will not "
+		      "start",
+		      at, m->name);
 	if (m->mount_path[0] != '/' || has_dotdot(m->mount_path))
 		return badf(e, at, "mountPath",
 			    "\"%s\" is not absolute or has '..'",
@@ -806,26 +837,29 @@ static int parse_port(const json_t *o, const char *at, struct port *pt,
 {
 	static const char *const protocols[] = {"TCP", "UDP", "SCTP", "ICMP"};
 	int64_t cport = 0, hport = 0;
-	bool has_cport;
+	bool has_cport = false;
 
 	if (!json_is_object(o))
 		return badf(e, at, NULL, "not an object");
 	if (get_str(o, at, "name", &pt->name, e) < 0 ||
-	    get_int(o, at, "containerPort", 1, 65535, &cport, &has_cport, e) <
+	    get_int(o, at, "containerPort", 0, 65535, &cport, &has_cport, e) <
 		0 ||
 	    get_int(o, at, "hostPort", 0, 65535, &hport, NULL, e) < 0 ||
 	    get_str_def(o, at, "protocol", "TCP", &pt->protocol, e) < 0 ||
 	    get_str(o, at, "hostIP", &pt->host_ip, e) < 0)
 		return -1;
-	if (!has_cport)
-		return badf(e, at, "containerPort", "required");
+	/* Ports only name a probe's port here: a port without a number or
+	 * with a protocol we do not know is kept, with a warning. */
+	if (!cport)
+		warnf("%s: no containerPort", at);
 	pt->container_port = (int)cport;
 	pt->host_port = (int)hport;
 	for (size_t i = 0; i < ARRAY_SIZE(protocols); i++)
 		if (!strcmp(pt->protocol, protocols[i]))
 			return 0;
-	return badf(e, at, "protocol", "\"%s\" is not TCP, UDP, SCTP or ICMP",
-		    pt->protocol);
+	warnf("%s: protocol \"%s\" is not TCP, UDP, SCTP or ICMP", at,
+	      pt->protocol);
+	return 0;
 }
 
 /* A list of objects at key, each parsed by fn into an array of size elem. */
@@ -934,8 +968,12 @@ static int parse_probe_port(const json_t *h, const char *at,
 	int64_t n;
 	const char *s;
 
-	if (!v)
-		return badf(e, at, "port", "required");
+	if (!v || (json_is_string(v) && !*json_string_value(v)) ||
+	    (json_is_integer(v) && json_integer_value(v) == 0)) {
+		warnf("%s: no port; the probe is ignored", at);
+		pr->kind = PROBE_NONE;
+		return 0;
+	}
 	if (json_is_integer(v))
 		return get_int(h, at, "port", 1, 65535, &n, NULL, e) < 0
 			   ? -1
@@ -956,8 +994,6 @@ static int parse_probe_port(const json_t *h, const char *at,
 		pr->port = (int)n;
 		return 0;
 	}
-	if (!*s)
-		return badf(e, at, "port", "required");
 	pr->port_name = xstrdup(s);
 	return 0;
 }
@@ -998,11 +1034,17 @@ static int parse_probe_handler(const json_t *o, const char *at,
 		if (h[i] && !n++)
 			k = i;
 	}
-	if (n != 1)
+	if (n > 1)
 		return badf(e, at, NULL,
-			    n ? "more than one of exec, httpGet, tcpSocket"
-			      : "no handler (one of exec, httpGet, "
-				"tcpSocket)");
+			    "more than one of exec, httpGet, tcpSocket");
+	if (n == 0) {
+		/* What Kip sends for a handler it cannot convert (grpc, a
+		 * newer kind): the probe cannot run, so it is ignored. */
+		warnf("%s: no handler this cell supports (exec, httpGet, "
+		      "tcpSocket); the probe is ignored",
+		      at);
+		return 0;
+	}
 	child(p, at, kinds[k], -1);
 	if (k == 1)
 		return parse_http_get(h[k], p, u, pr, e);
@@ -1015,8 +1057,10 @@ static int parse_probe_handler(const json_t *o, const char *at,
 	pr->kind = PROBE_EXEC;
 	if (get_strv(h[k], p, "command", &pr->exec_command, e) < 0)
 		return -1;
-	if (!pr->exec_command || !pr->exec_command[0])
-		return badf(e, p, "command", "required");
+	if (!pr->exec_command || !pr->exec_command[0]) {
+		warnf("%s: no command; the probe is ignored", p);
+		pr->kind = PROBE_NONE;
+	}
 	return 0;
 }
 
@@ -1412,6 +1456,7 @@ int wire_parse_pod(const char *buf, size_t len, struct pod_spec *out,
 		   struct cerr *e)
 {
 	cleanup_json json_t *root = NULL;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (len > UPDATEPOD_MAX)
@@ -1421,18 +1466,24 @@ int wire_parse_pod(const char *buf, size_t len, struct pod_spec *out,
 	if (!root)
 		return -1;
 	out->termination_grace_s = 30;
-	if (parse_secrets(root, out, e) < 0 ||
-	    parse_credentials(root, out, e) < 0 ||
-	    parse_annotations(root, out, e) < 0 ||
-	    get_str(root, "", "PodName", &out->pod_name, e) < 0 ||
-	    get_str(root, "", "NodeName", &out->node_name, e) < 0 ||
-	    get_str(root, "", "PodIP", &out->pod_ip, e) < 0 ||
-	    get_str(root, "", "PodHostname", &out->pod_hostname, e) < 0 ||
-	    parse_spec(root, out, e) < 0) {
+	warn_sink = &out->warnings;
+	warn_n = &out->n_warnings;
+	rc = parse_secrets(root, out, e) < 0 ||
+		     parse_credentials(root, out, e) < 0 ||
+		     parse_annotations(root, out, e) < 0 ||
+		     get_str(root, "", "PodName", &out->pod_name, e) < 0 ||
+		     get_str(root, "", "NodeName", &out->node_name, e) < 0 ||
+		     get_str(root, "", "PodIP", &out->pod_ip, e) < 0 ||
+		     get_str(root, "", "PodHostname", &out->pod_hostname, e) <
+			 0 ||
+		     parse_spec(root, out, e) < 0
+		 ? -1
+		 : 0;
+	warn_sink = NULL;
+	warn_n = NULL;
+	if (rc < 0)
 		pod_spec_free(out);
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 /* ---- freeing ---- */
@@ -1549,6 +1600,7 @@ void pod_spec_free(struct pod_spec *p)
 	strv_free(p->dns_nameservers);
 	strv_free(p->dns_searches);
 	kvs_free(p->dns_options, p->n_dns_options);
+	strv_free(p->warnings);
 	memset(p, 0, sizeof(*p));
 }
 

@@ -128,3 +128,16 @@ int64_t wall_ns(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+char **strv_dup(char *const *v)
+{
+	size_t n = strv_len(v);
+	char **out;
+
+	if (!v)
+		return NULL;
+	out = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		out[i] = xstrdup(v[i]);
+	return out;
+}

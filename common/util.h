@@ -21,6 +21,8 @@ bool str_has_suffix(const char *s, const char *suffix);
 /* Free a NULL-terminated array of strings and the array itself. */
 void strv_free(char **v);
 size_t strv_len(char *const *v);
+/* A deep copy of a NULL-terminated vector (NULL stays NULL). */
+char **strv_dup(char *const *v);
 
 /* Parse a whole decimal string into [min, max]; no trailing junk. */
 int parse_int64(const char *s, int64_t min, int64_t max, int64_t *out,

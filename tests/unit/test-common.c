@@ -13,6 +13,7 @@
 #include "digest.h"
 #include "err.h"
 #include "fsutil.h"
+#include "netaddr.h"
 #include "path.h"
 #include "util.h"
 
@@ -177,8 +178,42 @@ static void test_base64(void)
 	   "b64: output over the cap refused");
 }
 
+static void test_default_route(void)
+{
+	static const char hdr[] =
+	    "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask"
+	    "\t\tMTU\tWindow\tIRTT\n";
+	char name[16] = "";
+	char *t;
+
+	t = xasprintf(
+	    "%s"
+	    "eth1\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"
+	    "eth0\t00000000\t0101A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+	    "ens5\t00000000\t0102A8C0\t0003\t0\t0\t50\t00000000\t0\t0\t0\n"
+	    "dead\t00000000\t0103A8C0\t0002\t0\t0\t1\t00000000\t0\t0\t0\n",
+	    hdr);
+	ok(net_default_route_iface(t, name, sizeof(name)) == 0 &&
+	       !strcmp(name, "ens5"),
+	   "default route: lowest metric, up only (%s)", name);
+	free(t);
+	ok(net_default_route_iface(hdr, name, sizeof(name)) < 0,
+	   "no default route");
+	ok(net_default_route_iface("garbage\n\n eth0 zz\n", name,
+				   sizeof(name)) < 0,
+	   "garbage is no route");
+	{
+		char ip[64];
+		struct cerr e = {0};
+
+		ok(net_primary_ipv4(ip, sizeof(ip), &e) == 0 && *ip,
+		   "this host has a primary IPv4 address (%s)", ip);
+	}
+}
+
 int main(void)
 {
+	test_default_route();
 	test_base64();
 	test_err();
 	test_buf();

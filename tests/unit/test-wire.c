@@ -607,15 +607,8 @@ static const struct {
 } mutations[] = {
     {"spec.units.1.ports", "[{\"containerPort\":\"80\"}]",
      "spec.units[1].ports[0].containerPort: not an integer"},
-    {"spec.units.0.ports.0.containerPort", "0",
-     "spec.units[0].ports[0].containerPort: 0 is out of range [1, 65535]"},
-    {"spec.units.0.ports.0.containerPort", NULL,
-     "spec.units[0].ports[0].containerPort: required"},
     {"spec.units.0.ports.1.hostPort", "65536",
      "spec.units[0].ports[1].hostPort: 65536 is out of range [0, 65535]"},
-    {"spec.units.0.ports.0.protocol", "\"XTP\"",
-     "spec.units[0].ports[0].protocol: \"XTP\" is not TCP, UDP, SCTP or "
-     "ICMP"},
     {"spec.units.0.ports.0", "5", "spec.units[0].ports[0]: not an object"},
     {"spec.units.0.name", "\"Nginx\"",
      "spec.units[0].name: \"Nginx\" is not a DNS-1123 label (a-z, 0-9, '-', "
@@ -648,8 +641,6 @@ static const struct {
      "spec.units[0].env[0].valueFrom.secretKeyRef.key: required"},
     {"spec.units.0.env.0.valueFrom", "{\"secretKeyRef\":5}",
      "spec.units[0].env[0].valueFrom.secretKeyRef: not an object"},
-    {"spec.units.0.volumeMounts.0.name", "\"nope\"",
-     "spec.units[0].volumeMounts[0].name: no volume \"nope\" in the pod"},
     {"spec.units.0.volumeMounts.0.mountPath", "\"data\"",
      "spec.units[0].volumeMounts[0].mountPath: \"data\" is not absolute or "
      "has '..'"},
@@ -673,28 +664,17 @@ static const struct {
      "4294967294]"},
     {"spec.units.0.securityContext", "[]",
      "spec.units[0].securityContext: not an object"},
-    {"spec.units.0.livenessProbe", "{\"periodSeconds\":5}",
-     "spec.units[0].livenessProbe: no handler (one of exec, httpGet, "
-     "tcpSocket)"},
     {"spec.units.0.livenessProbe.exec", "{\"command\":[\"true\"]}",
      "spec.units[0].livenessProbe: more than one of exec, httpGet, "
      "tcpSocket"},
-    {"spec.units.0.startupProbe.exec", "{}",
-     "spec.units[0].startupProbe.exec.command: required"},
-    {"spec.units.0.startupProbe.exec.command", "[]",
-     "spec.units[0].startupProbe.exec.command: required"},
     {"spec.units.0.livenessProbe.httpGet.port", "70000",
      "spec.units[0].livenessProbe.httpGet.port: 70000 is out of range [1, "
      "65535]"},
     {"spec.units.0.livenessProbe.httpGet.port", "true",
      "spec.units[0].livenessProbe.httpGet.port: not an integer or a port "
      "name"},
-    {"spec.units.0.livenessProbe.httpGet.port", NULL,
-     "spec.units[0].livenessProbe.httpGet.port: required"},
     {"spec.units.0.livenessProbe.httpGet.port", "\"99999\"",
      "spec.units[0].livenessProbe.httpGet.port: \"99999\" is out of range"},
-    {"spec.units.0.readinessProbe.tcpSocket.port", "\"\"",
-     "spec.units[0].readinessProbe.tcpSocket.port: required"},
     {"spec.units.0.livenessProbe.httpGet.scheme", "\"FTP\"",
      "spec.units[0].livenessProbe.httpGet.scheme: \"FTP\" is not HTTP or "
      "HTTPS"},
@@ -711,9 +691,6 @@ static const struct {
     {"spec.volumes.0.hostPath", "{\"path\":\"/x\"}",
      "spec.volumes[0]: volume \"data\" has both emptyDir and hostPath; "
      "exactly one source is allowed"},
-    {"spec.volumes.0.emptyDir", NULL,
-     "spec.volumes[0]: volume \"data\" has no source (one of emptyDir, "
-     "packagePath, configMap, secret, hostPath, projected)"},
     {"spec.volumes.0.emptyDir", "\"yes\"",
      "spec.volumes[0].emptyDir: not an object"},
     {"spec.volumes.0.emptyDir.sizeLimit", "\"1Gx\"",
@@ -808,6 +785,79 @@ static void test_errors(void)
 		       mutations[i].path);
 		if (rc == 0)
 			pod_spec_free(&p);
+	}
+}
+
+/* What Kip may send that cannot take effect is accepted with a warning
+ * (agent-wire.md, "Tolerance"), never refused. */
+static const struct {
+	const char *path, *value, *warning;
+} tolerated[] = {
+    {"spec.units.0.ports.0.containerPort", "0",
+     "spec.units[0].ports[0]: no containerPort"},
+    {"spec.units.0.ports.0.containerPort", NULL,
+     "spec.units[0].ports[0]: no containerPort"},
+    {"spec.units.0.ports.0.protocol", "\"XTP\"",
+     "spec.units[0].ports[0]: protocol \"XTP\" is not TCP, UDP, SCTP or "
+     "ICMP"},
+    {"spec.units.0.volumeMounts.0.name", "\"nope\"",
+     "spec.units[0].volumeMounts[0]: no volume \"nope\" in the pod; the "
+     "unit will not start"},
+    {"spec.units.0.livenessProbe", "{\"periodSeconds\":5}",
+     "spec.units[0].livenessProbe: no handler this cell supports (exec, "
+     "httpGet, tcpSocket); the probe is ignored"},
+    {"spec.units.0.livenessProbe", "{\"grpc\":{\"port\":5}}",
+     "spec.units[0].livenessProbe: no handler this cell supports (exec, "
+     "httpGet, tcpSocket); the probe is ignored"},
+    {"spec.units.0.startupProbe.exec", "{}",
+     "spec.units[0].startupProbe.exec: no command; the probe is ignored"},
+    {"spec.units.0.startupProbe.exec.command", "[]",
+     "spec.units[0].startupProbe.exec: no command; the probe is ignored"},
+    {"spec.units.0.livenessProbe.httpGet.port", NULL,
+     "spec.units[0].livenessProbe.httpGet: no port; the probe is ignored"},
+    {"spec.units.0.readinessProbe.tcpSocket.port", "\"\"",
+     "spec.units[0].readinessProbe.tcpSocket: no port; the probe is "
+     "ignored"},
+    {"spec.volumes.0.emptyDir", NULL,
+     "spec.volumes[0]: volume \"data\" has no source this cell supports "
+     "(emptyDir, packagePath, configMap, secret, hostPath, projected); "
+     "units that mount it will not start"},
+    {"spec.volumes.0", "{\"name\":\"data\",\"persistentVolumeClaim\":{}}",
+     "spec.volumes[0]: volume \"data\" has no source this cell supports "
+     "(emptyDir, packagePath, configMap, secret, hostPath, projected); "
+     "units that mount it will not start"},
+};
+
+static void test_tolerated(void)
+{
+	struct pod_spec p;
+	struct cerr e = {0};
+
+	ok(parse(kip_pod, &p, &e) == 0 && p.n_warnings == 0,
+	   "Kip's own pod has no warning");
+	pod_spec_free(&p);
+	for (size_t i = 0; i < ARRAY_SIZE(tolerated); i++) {
+		cleanup_free char *j =
+		    mutate(kip_pod, tolerated[i].path, tolerated[i].value);
+		int rc = parse(j, &p, &e);
+
+		ok(rc == 0 && p.n_warnings == 1, "%s = %s: accepted (%s)",
+		   tolerated[i].path,
+		   tolerated[i].value ? tolerated[i].value : "(deleted)",
+		   rc < 0 ? e.msg : "");
+		is_str(rc == 0 && p.n_warnings ? p.warnings[0] : "",
+		       tolerated[i].warning, "… with a warning");
+		if (rc == 0)
+			pod_spec_free(&p);
+	}
+	{
+		cleanup_free char *j =
+		    mutate(kip_pod, "spec.units.0.livenessProbe",
+			   "{\"periodSeconds\":5}");
+		ok(parse(j, &p, &e) == 0 &&
+		       p.units[0].liveness.kind == PROBE_NONE,
+		   "a handler-less probe is no probe");
+		pod_spec_free(&p);
 	}
 }
 
@@ -1520,6 +1570,7 @@ int main(void)
 	test_drop_spellings();
 	test_unknown_fields();
 	test_errors();
+	test_tolerated();
 	test_bad_documents();
 	test_caps();
 	test_secrets();
