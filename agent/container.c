@@ -30,6 +30,7 @@
 #include "cleanup.h"
 #include "path.h"
 #include "runtime.h"
+#include "sysctl.h"
 #include "util.h"
 
 #define MAX_SYMLINKS 40
@@ -763,6 +764,12 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 		return cerr_sys(e, "join network namespace %s", c->netns_path);
 	if (a->ipcns_fd >= 0 && setns(a->ipcns_fd, CLONE_NEWIPC) < 0)
 		return cerr_sys(e, "join IPC namespace %s", c->ipc_ns_path);
+	/* In the container's own IPC (and pod network) namespace now, with
+	 * the host's /proc still reachable: /proc/sys resolves to ours. */
+	for (size_t i = 0; c->sysctl_names && c->sysctl_names[i]; i++)
+		if (sysctl_write(c->sysctl_names[i], c->sysctl_values[i], e) <
+		    0)
+			return -1;
 	umask(0);
 	if (setup_root(c, e) < 0)
 		return -1;

@@ -12,6 +12,7 @@
 #include "jsonutil.h"
 #include "path.h"
 #include "runtime.h"
+#include "sysctl.h"
 #include "util.h"
 
 #define STR_MAX 4096
@@ -367,6 +368,37 @@ static int parse_namespaces(const json_t *root, struct run_config *c,
 	return 0;
 }
 
+/* "sysctls": {"name": "value"}: namespaced ones only, net.* only in a
+ * network namespace of the pod's (the monitor never writes the host's). */
+static int parse_sysctls(const json_t *root, struct run_config *c,
+			 struct cerr *e)
+{
+	json_t *o, *v;
+	const char *k;
+	size_t n = 0;
+
+	if (get_obj(root, "sysctls", &o, e) < 0)
+		return -1;
+	if (!o)
+		return 0;
+	if (json_object_size(o) > 256)
+		return cerr_set(e, EINVAL, "sysctls: too many");
+	c->sysctl_names = xcalloc(json_object_size(o) + 1, sizeof(char *));
+	c->sysctl_values = xcalloc(json_object_size(o) + 1, sizeof(char *));
+	json_object_foreach(o, k, v)
+	{
+		if (!json_is_string(v))
+			return cerr_set(e, EINVAL,
+					"sysctls.%.64s: not a string", k);
+		if (sysctl_check(k, json_string_value(v), true,
+				 c->netns_path != NULL, e) < 0)
+			return cerr_prefix(e, "sysctls");
+		c->sysctl_names[n] = xstrdup(k);
+		c->sysctl_values[n++] = xstrdup(json_string_value(v));
+	}
+	return 0;
+}
+
 static int parse_cgroup_log(const json_t *root, struct run_config *c,
 			    struct cerr *e)
 {
@@ -438,7 +470,7 @@ int runconfig_parse(const char *buf, size_t len, struct run_config *out,
 	if (parse_process(root, out, e) < 0 || parse_user(root, out, e) < 0 ||
 	    parse_caps(root, out, e) < 0 ||
 	    parse_namespaces(root, out, e) < 0 ||
-	    parse_mounts(root, out, e) < 0 ||
+	    parse_sysctls(root, out, e) < 0 || parse_mounts(root, out, e) < 0 ||
 	    parse_cgroup_log(root, out, e) < 0) {
 		runconfig_free(out);
 		return -1;
@@ -462,6 +494,8 @@ void runconfig_free(struct run_config *c)
 	free(c->netns_path);
 	free(c->pid_ns_path);
 	free(c->ipc_ns_path);
+	strv_free(c->sysctl_names);
+	strv_free(c->sysctl_values);
 	for (size_t i = 0; i < c->n_mounts; i++) {
 		free(c->mounts[i].source);
 		free(c->mounts[i].target);
@@ -547,6 +581,14 @@ char *runconfig_to_json(const struct run_config *c)
 	set_str(ns, "pid", c->pid_ns_path);
 	set_str(ns, "ipc", c->ipc_ns_path);
 	json_object_set_new(o, "namespaces", ns);
+	if (c->sysctl_names && c->sysctl_names[0]) {
+		json_t *sc = json_object();
+
+		for (size_t i = 0; c->sysctl_names[i]; i++)
+			json_object_set_new(sc, c->sysctl_names[i],
+					    json_string(c->sysctl_values[i]));
+		json_object_set_new(o, "sysctls", sc);
+	}
 	mounts = json_array();
 	for (size_t i = 0; i < c->n_mounts; i++)
 		json_array_append_new(mounts, mount_to_json(&c->mounts[i]));

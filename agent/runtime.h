@@ -72,6 +72,9 @@ struct run_config {
 	char *netns_path;  /* NULL: stay in the monitor's net namespace */
 	char *pid_ns_path; /* NULL: a new PID namespace */
 	char *ipc_ns_path; /* NULL: a new IPC namespace */
+	/* Namespaced sysctls written in the container's namespaces before
+	 * its root is set up (sysctl.h): net.* only with netns_path. */
+	char **sysctl_names, **sysctl_values;
 	struct run_mount *mounts;
 	size_t n_mounts;
 	char *cgroup_path;     /* relative: "cell/<pod>/<unit>" */

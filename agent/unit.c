@@ -21,6 +21,7 @@
 #include "pullmod.h"
 #include "runtime.h"
 #include "sup-internal.h"
+#include "sysctl.h"
 #include "util.h"
 #include "volumes.h"
 
@@ -171,6 +172,32 @@ static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 	return 0;
 }
 
+/* The pod's sysctls for this run: every one must be namespaced and land in
+ * a namespace of the pod's own; one that cannot is refused, and the unit
+ * does not start (the kubelet's SysctlForbidden), rather than run without
+ * it or touch the host. */
+static int add_sysctls(const struct pod_spec *pod, struct run_config *rc,
+		       struct cerr *e)
+{
+	size_t n = pod->n_sysctls;
+
+	if (!n)
+		return 0;
+	rc->sysctl_names = xcalloc(n + 1, sizeof(char *));
+	rc->sysctl_values = xcalloc(n + 1, sizeof(char *));
+	for (size_t i = 0; i < n; i++) {
+		const struct kv *s = &pod->sysctls[i];
+
+		/* A unit always gets an IPC namespace of its own today. */
+		if (sysctl_check(s->name, s->value, rc->ipc_ns_path == NULL,
+				 rc->netns_path != NULL, e) < 0)
+			return cerr_prefix(e, "SysctlForbidden");
+		rc->sysctl_names[i] = xstrdup(s->name);
+		rc->sysctl_values[i] = xstrdup(s->value);
+	}
+	return 0;
+}
+
 static char *hostname_of(const struct pod_spec *pod)
 {
 	const char *h = pod->hostname && *pod->hostname ? pod->hostname
@@ -237,6 +264,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	 * instance by (requests included), not a limit for any unit. */
 	rc->memory_limit = us->memory_limit;
 	rc->cpu_quota = us->cpu_millis;
+	if (add_sysctls(&s->spec, rc, e) < 0)
+		return -1;
 	return add_mounts(s, u, run, rc, e);
 }
 

@@ -1103,6 +1103,8 @@ static int parse_limit(const json_t *lim, const char *at, const char *key,
 		return 0;
 	child(p, at, key, -1);
 	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		if (milli && json_integer_value(v) > INT64_MAX / 1000)
+			return badf(e, p, NULL, "out of range");
 		*out = json_integer_value(v) * (milli ? 1000 : 1);
 		return 0;
 	}

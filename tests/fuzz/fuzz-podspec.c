@@ -42,15 +42,18 @@ static void check_unit(const struct pod_spec *p, const struct unit_spec *u)
 	    !*u->image || !u->fingerprint || !u->termination_message_path ||
 	    !u->termination_message_policy || u->n_env > WIRE_MAX_ENV)
 		abort();
+	/* A mount of a volume the pod lacks is accepted with a warning. */
 	for (size_t i = 0; i < u->n_mounts; i++)
-		if (!has_volume(p, u->mounts[i].name) ||
+		if ((!has_volume(p, u->mounts[i].name) && !p->n_warnings) ||
 		    u->mounts[i].mount_path[0] != '/')
 			abort();
+	if (u->memory_limit < 0 || u->cpu_millis < 0)
+		abort();
 	for (size_t i = 0; i < u->n_env; i++)
 		if (!u->env[i].value == !u->env[i].secret_name)
 			abort(); /* a literal or a secret reference */
 	for (size_t i = 0; i < u->n_ports; i++)
-		if (u->ports[i].container_port < 1 || !u->ports[i].protocol)
+		if (u->ports[i].container_port < 0 || !u->ports[i].protocol)
 			abort();
 	check_probe(&u->liveness);
 	check_probe(&u->readiness);
@@ -62,7 +65,8 @@ static void check_spec(const struct pod_spec *p)
 	size_t items = 0;
 
 	if (p->n_units > WIRE_MAX_UNITS || p->n_init_units > WIRE_MAX_UNITS ||
-	    p->n_volumes > WIRE_MAX_VOLUMES)
+	    p->n_volumes > WIRE_MAX_VOLUMES ||
+	    p->n_warnings > WIRE_MAX_WARNINGS)
 		abort();
 	for (size_t i = 0; i < p->n_units; i++)
 		check_unit(p, &p->units[i]);

@@ -369,3 +369,50 @@ def test_a_mount_of_a_volume_kip_dropped_fails_that_unit_only(cell, image):
     st = c.wait_status(lambda s: state_of(s, "u").get("waiting", {}).get("startFailure")
                        and "running" in state_of(s, "ok"))
     assert "unknown volume claim" in state_of(st, "u")["waiting"]["reason"]
+
+
+# ---------------------------------------------------------------------------
+# sysctls
+
+def sysctl_pod(img: str, sysctls: list) -> dict:
+    return {"metadata": {"name": NAME, "namespace": NS},
+            "spec": {"securityContext": {"sysctls": sysctls},
+                     "containers": [{"name": "u", "image": img,
+                                     "command": ["/bin/sh", "-c", "exec sleep 100000"]}]}}
+
+
+def read_host(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def test_ipc_sysctls_apply_in_the_unit_namespace_only(cell, app_image):
+    host = read_host("/proc/sys/kernel/shmmni"), read_host("/proc/sys/fs/mqueue/msg_max")
+    a, c = cell()
+    ctl = Controller(c, sysctl_pod(app_image, [{"name": "kernel.shmmni", "value": "1234"},
+                                               {"name": "fs.mqueue.msg_max", "value": "33"}]))
+    ctl.dispatch()
+    wait_kip(ctl, lambda s: by_name(s["UnitStatuses"]).get("u", {}).get("State", {})
+             .get("Running"))
+    assert sh_in(c, "u", "cat /proc/sys/kernel/shmmni /proc/sys/fs/mqueue/msg_max") == \
+        "1234\n33\n"
+    assert (read_host("/proc/sys/kernel/shmmni"),
+            read_host("/proc/sys/fs/mqueue/msg_max")) == host
+
+
+@pytest.mark.parametrize("name,value,why", [
+    ("net.core.somaxconn", "1024", "net.* needs the pod's own network namespace"),
+    ("kernel.domainname", "x", "not namespaced"),
+    ("vm.swappiness", "1", "not namespaced"),
+])
+def test_other_sysctls_are_refused_with_a_reason(cell, app_image, name, value, why):
+    path = "/proc/sys/" + name.replace(".", "/")
+    before = read_host(path)
+    a, c = cell()
+    ctl = Controller(c, sysctl_pod(app_image, [{"name": name, "value": value}]))
+    ctl.dispatch()
+    st = wait_kip(ctl, lambda s: (by_name(s["UnitStatuses"]).get("u", {}).get("State", {})
+                                  .get("Waiting") or {}).get("StartFailure"))
+    reason = by_name(st["UnitStatuses"])["u"]["State"]["Waiting"]["Reason"]
+    assert reason.startswith("SysctlForbidden: ") and name in reason and why in reason, reason
+    assert read_host(path) == before
