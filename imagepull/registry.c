@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +32,7 @@ struct registry {
 	char *user, *pass;
 	char *ca_file;
 	bool plain_http;
+	bool http_fallback; /* loopback: plain HTTP if TLS is not spoken */
 	int retries;
 	long max_recv_speed; /* test seam: CELL_PULL_MAX_RECV_SPEED */
 	long retry_base_ms;  /* test seam: CELL_PULL_RETRY_BASE_MS */
@@ -102,6 +105,35 @@ static bool host_is_insecure(const char *host, const char *const *list)
 	return false;
 }
 
+/* A registry on this machine: 127.0.0.0/8, ::1 or localhost. Like Docker,
+ * such a registry may speak plain HTTP without being listed: TLS is tried
+ * first, and plain HTTP only when the handshake shows it is not spoken. */
+static bool host_is_loopback(const char *host)
+{
+	char h[256];
+	struct in_addr a4;
+	struct in6_addr a6;
+	size_t n;
+
+	if (host[0] == '[') {
+		const char *end = strchr(host, ']');
+
+		n = end ? (size_t)(end - host - 1) : 0;
+		host++;
+	} else {
+		n = strcspn(host, ":");
+	}
+	if (n == 0 || n >= sizeof(h))
+		return false;
+	memcpy(h, host, n);
+	h[n] = '\0';
+	if (!strcasecmp(h, "localhost"))
+		return true;
+	if (inet_pton(AF_INET, h, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, h, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
 static long env_long(const char *name, long def)
 {
 	const char *v = getenv(name);
@@ -134,6 +166,8 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o,
 		r->plain_http = str_has_prefix(r->base, "http://");
 	} else {
 		r->plain_http = host_is_insecure(ref->registry, o->insecure);
+		r->http_fallback =
+		    !r->plain_http && host_is_loopback(ref->registry);
 		r->base = xasprintf("%s://%s", r->plain_http ? "http" : "https",
 				    ref->registry);
 	}
@@ -464,6 +498,30 @@ static char *auth_current(struct registry *r, unsigned *gen)
 	return h;
 }
 
+/* A loopback registry answered TLS with plain HTTP: switch this registry
+ * (and this request) to http://, once. */
+static bool to_plain_http(struct registry *r, struct req *q)
+{
+	char *url;
+
+	pthread_mutex_lock(&r->auth_mu);
+	if (r->http_fallback && str_has_prefix(r->base, "https://")) {
+		char *b = xasprintf("http://%s", r->base + 8);
+
+		log_info("%s speaks plain HTTP (a loopback registry)", b);
+		free(r->base);
+		r->base = b;
+		r->plain_http = true;
+	}
+	pthread_mutex_unlock(&r->auth_mu);
+	if (!r->plain_http || !str_has_prefix(q->url, "https://"))
+		return false;
+	url = xasprintf("http://%s", q->url + 8);
+	free(q->url);
+	q->url = url;
+	return true;
+}
+
 static int request(struct registry *r, struct req *q, bool registry_auth,
 		   const char *fixed_auth, struct cerr *e);
 
@@ -615,6 +673,9 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 			return 0;
 		retry = c == CURLE_OK ? (q->status >= 500 || q->status == 429)
 				      : curl_retryable(c);
+		if (c == CURLE_SSL_CONNECT_ERROR &&
+		    strstr(cmsg, "wrong version number") && to_plain_http(r, q))
+			continue;
 		if (!retry || attempt >= r->retries) {
 			if (c == CURLE_SSL_CONNECT_ERROR &&
 			    strstr(cmsg, "wrong version number"))
