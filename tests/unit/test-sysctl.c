@@ -85,6 +85,37 @@ static char *read_sysctl(const char *path)
 	return buf_steal(&b, NULL);
 }
 
+/* path read by a child in the IPC namespace nsfd (/proc/sys/kernel follows
+ * the reader's IPC namespace). */
+static char *read_in(int nsfd, const char *path)
+{
+	int p[2];
+	char line[64] = "";
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(p) < 0)
+		abort();
+	pid = fork();
+	if (pid == 0) {
+		char *v;
+
+		close(p[0]);
+		if (setns(nsfd, CLONE_NEWIPC) < 0)
+			_exit(1);
+		v = read_sysctl(path);
+		if (write(p[1], v, strlen(v)) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	n = read(p[0], line, sizeof(line) - 1);
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	line[n > 0 ? n : 0] = '\0';
+	return xstrdup(line);
+}
+
 /* A process parked in a new IPC namespace; *nsfd is that namespace. */
 static pid_t ipc_holder(int *nsfd)
 {
@@ -127,23 +158,7 @@ static void test_apply_in(void)
 	ok(sysctl_apply_in(nsfd, CLONE_NEWIPC, names, values, 1, &e) == 0,
 	   "applied in it (%s)", e.msg);
 	host_after = read_sysctl("/proc/sys/kernel/shmmni");
-	{
-		/* /proc/sys/kernel follows the reader's IPC namespace. */
-		char cmd[128];
-		FILE *f;
-		char line[64] = "";
-
-		snprintf(cmd, sizeof(cmd),
-			 "nsenter -t %d -i cat /proc/sys/kernel/shmmni",
-			 (int)holder);
-		f = popen(cmd, "r");
-		if (f && fgets(line, sizeof(line), f))
-			inside = xstrdup(line);
-		else
-			inside = xstrdup("");
-		if (f)
-			pclose(f);
-	}
+	inside = read_in(nsfd, "/proc/sys/kernel/shmmni");
 	is_str(inside, "1234\n", "the namespace has the value");
 	is_str(host_after, host_before, "the host's value is untouched");
 	ok(sysctl_apply_in(nsfd, CLONE_NEWIPC, bad, values, 1, &e) < 0 &&
