@@ -276,8 +276,8 @@ static int v2_enable(const char *dir, const struct cg_hier *h,
 {
 	static const char *const names[] = {"memory", "cpu", "pids", "io"};
 	bool avail[] = {h->memory, h->cpu, h->pids, true};
-	bool need[] = {lim->memory > 0, lim->cpu_millis > 0, lim->pids > 0,
-		       false};
+	bool need[] = {lim->memory > 0 || lim->parent_memory > 0,
+		       lim->cpu_millis > 0, lim->pids > 0, false};
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		char val[16];
@@ -320,6 +320,25 @@ static int make_dir(const struct cg_hier *h, const char *rel,
 		return cerr_sys(e, "mkdir %s", d);
 	*out = steal_ptr(&d);
 	return 0;
+}
+
+/* The pod's cap, on the unit's parent cgroup (cell/<pod tag>) in the
+ * memory hierarchy; every unit writes the same value, so the order of
+ * their starts does not matter. */
+static int apply_parent_memory(const struct cgroup *cg, int64_t bytes,
+			       struct cerr *e)
+{
+	cleanup_free char *parent = xstrdup(cg->dirs[cg->memory]);
+	char *slash = strrchr(parent, '/');
+	char v[32];
+
+	if (!slash)
+		return cerr_set(e, EINVAL, "cgroup %s has no parent", parent);
+	*slash = '\0';
+	snprintf(v, sizeof(v), "%lld", (long long)bytes);
+	if (cg->v2[cg->memory])
+		return cg_write(parent, "memory.max", v, e);
+	return cg_write(parent, "memory.limit_in_bytes", v, e);
 }
 
 static int apply_memory(const struct cgroup *cg, int64_t bytes, struct cerr *e)
@@ -380,6 +399,12 @@ static int apply_limits(const struct cgroup *cg, const struct cg_limits *lim,
 								     : "pids");
 	if (lim->memory > 0 && apply_memory(cg, lim->memory, e) < 0)
 		return -1;
+	/* The pod's cap is a safety net, not something a unit asked for:
+	 * best effort (no memory controller, a parent we may not write). */
+	if (lim->parent_memory > 0 && cg->memory >= 0) {
+		struct cerr ign = {0};
+		apply_parent_memory(cg, lim->parent_memory, &ign);
+	}
 	if (lim->cpu_millis > 0 && apply_cpu(cg, lim->cpu_millis, e) < 0)
 		return -1;
 	snprintf(v, sizeof(v), "%lld", (long long)lim->pids);

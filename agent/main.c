@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "agent-internal.h"
 #include "api.h"
 #include "cleanup.h"
 #include "fsutil.h"
@@ -35,6 +36,7 @@ struct opts {
 	size_t n_insecure;
 	bool plain_http;
 	int verbose;
+	int64_t pod_memory_reserve; /* -1: no pod-wide cap */
 };
 
 enum {
@@ -45,6 +47,7 @@ enum {
 	O_MONITOR,
 	O_INSECURE_REG,
 	O_PLAIN,
+	O_POD_RESERVE,
 	O_VERSION
 };
 
@@ -56,6 +59,7 @@ static const struct option longopts[] = {
     {"monitor-bin", required_argument, NULL, O_MONITOR},
     {"insecure-registry", required_argument, NULL, O_INSECURE_REG},
     {"insecure-plain-http", no_argument, NULL, O_PLAIN},
+    {"pod-memory-reserve", required_argument, NULL, O_POD_RESERVE},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
@@ -73,6 +77,8 @@ static void usage(FILE *f)
 	    "                           (/var/lib/cell-agent)\n"
 	    "  --image-cache DIR        image layers (/var/lib/cell/images)\n"
 	    "  --monitor-bin PATH       cell-monitor (next to cell-agent)\n"
+	    "  --pod-memory-reserve Q   the pod may use the instance's memory\n"
+	    "                           minus Q (default 256Mi; off: no cap)\n"
 	    "  --insecure-registry H    plain HTTP to registry H (repeatable)\n"
 	    "  --insecure-plain-http    TESTS ONLY: serve the API without TLS\n"
 	    "  -v, --verbose            debug logging\n"
@@ -266,6 +272,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_PLAIN:
 			o->plain_http = true;
 			break;
+		case O_POD_RESERVE: {
+			struct cerr qe = {0};
+
+			if (!strcmp(optarg, "off")) {
+				o->pod_memory_reserve = -1;
+				break;
+			}
+			if (wire_parse_quantity(optarg, &o->pod_memory_reserve,
+						&qe) < 0) {
+				fprintf(stderr,
+					"cell-agent: --pod-memory-reserve: "
+					"%s\n",
+					qe.msg);
+				return -1;
+			}
+			break;
+		}
 		case 'v':
 			o->verbose++;
 			break;
@@ -402,6 +425,7 @@ static int run(const struct opts *o, const sigset_t *sigs)
 	    .monitor_bin = o->monitor_bin,
 	    .insecure_registries = o->insecure,
 	    .packages_dir = pkgs,
+	    .pod_memory_reserve = o->pod_memory_reserve,
 	};
 	struct api_backend b = {
 	    .ctx = &ag,
@@ -450,6 +474,7 @@ int main(int argc, char **argv)
 	    .boot_dir = "/tmp/itzo",
 	    .state_dir = "/var/lib/cell-agent",
 	    .image_cache = "/var/lib/cell/images",
+	    .pod_memory_reserve = 256ll << 20,
 	};
 	cleanup_free char *monitor = NULL;
 	sigset_t sigs;

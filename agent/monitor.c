@@ -287,7 +287,7 @@ static int setup_cgroup(struct monitor *m, struct cerr *e)
 	cleanup_free char *self = NULL;
 	struct cg_layout l;
 	struct cg_limits lim = {m->cfg.memory_limit, m->cfg.cpu_quota,
-				m->cfg.pids_limit};
+				m->cfg.pids_limit, m->cfg.pod_memory_limit};
 	int rc;
 
 	/* Test seam and delegation: nest below our own cgroups instead of

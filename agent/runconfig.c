@@ -413,6 +413,8 @@ static int parse_cgroup_log(const json_t *root, struct run_config *c,
 	    check_cgroup_path(c->cgroup_path, e) < 0 ||
 	    get_int(cg, "memoryLimit", 0, 0, INT64_MAX / 2, &c->memory_limit,
 		    e) < 0 ||
+	    get_int(cg, "podMemoryLimit", 0, 0, INT64_MAX / 2,
+		    &c->pod_memory_limit, e) < 0 ||
 	    get_int(cg, "cpuQuota", 0, 0, 1000000000, &c->cpu_quota, e) < 0 ||
 	    get_int(cg, "pidsLimit", 0, 0, INT32_MAX, &c->pids_limit, e) < 0)
 		return cerr_prefix(e, "cgroup");
@@ -547,6 +549,9 @@ static json_t *limits_to_json(const struct run_config *c)
 
 	set_str(cg, "path", c->cgroup_path);
 	json_object_set_new(cg, "memoryLimit", json_integer(c->memory_limit));
+	if (c->pod_memory_limit)
+		json_object_set_new(cg, "podMemoryLimit",
+				    json_integer(c->pod_memory_limit));
 	json_object_set_new(cg, "cpuQuota", json_integer(c->cpu_quota));
 	json_object_set_new(cg, "pidsLimit", json_integer(c->pids_limit));
 	return cg;

@@ -77,8 +77,11 @@ struct run_config {
 	char **sysctl_names, **sysctl_values;
 	struct run_mount *mounts;
 	size_t n_mounts;
-	char *cgroup_path;     /* relative: "cell/<pod>/<unit>" */
-	int64_t memory_limit;  /* bytes, 0 = none */
+	char *cgroup_path;    /* relative: "cell/<pod>/<unit>" */
+	int64_t memory_limit; /* bytes, 0 = none */
+	/* bytes, 0 = none: a cap on the parent cgroup, shared by the pod's
+	 * units (the instance's memory minus the agent's reserve). */
+	int64_t pod_memory_limit;
 	int64_t cpu_quota;     /* millicores, 0 = none */
 	int64_t pids_limit;    /* 0 = none */
 	char *log_path;	       /* CRI log file (absolute) */
@@ -262,6 +265,7 @@ struct cg_limits {
 	int64_t memory; /* bytes, 0 none */
 	int64_t cpu_millis;
 	int64_t pids;
+	int64_t parent_memory; /* on the unit's parent (the pod), 0 none */
 };
 
 struct cgroup {

@@ -65,7 +65,8 @@ struct supervisor {
 	struct unit_rec *units; /* init units first, in order */
 	size_t n_units;
 	char **vol_sources;
-	char **warned; /* the last spec's warnings, logged once */
+	char **warned;		/* the last spec's warnings, logged once */
+	int64_t pod_memory_cap; /* bytes for all units together; 0 none */
 	bool pod_failed;
 	bool pod_restarting; /* initUnits changed: stop all, then start over */
 	struct stats_state stats;

@@ -561,6 +561,28 @@ static void restore(struct supervisor *s)
 		log_error("volumes: %s", e.msg);
 }
 
+/* The instance's memory (MemTotal) minus the agent's reserve: a cap for
+ * the pod's units together, so a runaway pod cannot starve the agent that
+ * reports on it. 0 when off or unknown. */
+static int64_t pod_memory_cap(int64_t reserve)
+{
+	struct buf b;
+	struct cerr e = {0};
+	const char *p;
+	long long kb = 0;
+
+	if (reserve < 0)
+		return 0;
+	buf_init(&b, 1u << 20);
+	if (fs_read_file("/proc/meminfo", &b, &e) == 0 &&
+	    (p = strstr(b.data, "MemTotal:")))
+		kb = strtoll(p + 9, NULL, 10);
+	buf_free(&b);
+	if (kb <= 0 || kb * 1024 <= reserve)
+		return 0;
+	return kb * 1024 - reserve;
+}
+
 static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 {
 	size_t n = 0;
@@ -569,6 +591,8 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 	s->o.image_cache = xstrdup(o->image_cache);
 	s->o.monitor_bin = xstrdup(o->monitor_bin);
 	s->o.packages_dir = xstrdup(o->packages_dir);
+	s->o.pod_memory_reserve = o->pod_memory_reserve;
+	s->pod_memory_cap = pod_memory_cap(o->pod_memory_reserve);
 	while (o->insecure_registries && o->insecure_registries[n])
 		n++;
 	s->insecure = xcalloc(n + 1, sizeof(char *));

@@ -17,6 +17,9 @@ struct sup_opts {
 	const char *monitor_bin; /* path of cell-monitor */
 	const char *const *insecure_registries;
 	const char *packages_dir; /* deploy packages: <dir>/<name>/ */
+	/* The pod's units together may use the instance's memory minus this
+	 * (bytes); -1: no pod-wide cap. */
+	int64_t pod_memory_reserve;
 };
 
 /* Load state from state_dir (re-adopting running units) and start the

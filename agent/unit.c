@@ -263,6 +263,7 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	/* The unit's own limits only: spec.resources is what Kip sized the
 	 * instance by (requests included), not a limit for any unit. */
 	rc->memory_limit = us->memory_limit;
+	rc->pod_memory_limit = s->pod_memory_cap;
 	rc->cpu_quota = us->cpu_millis;
 	if (add_sysctls(&s->spec, rc, e) < 0)
 		return -1;

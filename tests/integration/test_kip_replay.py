@@ -416,3 +416,38 @@ def test_other_sysctls_are_refused_with_a_reason(cell, app_image, name, value, w
     reason = by_name(st["UnitStatuses"])["u"]["State"]["Waiting"]["Reason"]
     assert reason.startswith("SysctlForbidden: ") and name in reason and why in reason, reason
     assert read_host(path) == before
+
+
+# ---------------------------------------------------------------------------
+# the pod-wide memory cap
+
+def test_the_pod_is_capped_at_instance_memory_minus_the_reserve(tmp_path, registry, app_image):
+    from test_agent_api import start_agent
+    from test_agent_pod import FAST, wait_units_gone
+    a = start_agent(str(tmp_path / "agent"), "--insecure-registry", registry.host,
+                    "--pod-memory-reserve", "300Mi", env=FAST)
+    try:
+        c = a.client()
+        c.update_pod(pod_params("ns_pod", units=[unit("u", app_image,
+                                                      command=["/bin/sh", "-c", "exec sleep 1000"])],
+                                terminationGracePeriodSeconds=0))
+        wait_state(c, "u", "running")
+        with open(os.path.join(a.dir, "state", "units", "u", "1", "state.json")) as f:
+            dirs = json.load(f)["cgroups"]
+        with open("/proc/meminfo") as f:
+            total = int(next(l for l in f if l.startswith("MemTotal:")).split()[1]) * 1024
+        want = (total - (300 << 20)) // 4096 * 4096  # the kernel keeps whole pages
+        got = None
+        for d in dirs:
+            parent = os.path.dirname(d)
+            for name in ("memory.max", "memory.limit_in_bytes"):
+                p = os.path.join(parent, name)
+                if os.path.exists(p) and os.path.exists(os.path.join(d, name)):
+                    with open(p) as f:
+                        got = int(f.read())
+        assert got == want, (got, want, dirs)
+        # The unit itself has no limit of its own (no resources.limits).
+        c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+        wait_units_gone(a)
+    finally:
+        assert a.stop() == 0, a.log()[-3000:]
