@@ -275,7 +275,7 @@ static void test_cgroup_v2(void)
 	char *root = xasprintf("%s/v2", tmp), *p;
 	struct cg_layout l;
 	struct cgroup cg;
-	struct cg_limits lim = {64 << 20, 500, 32};
+	struct cg_limits lim = {64 << 20, 500, 32, 1 << 30};
 	struct cerr e = {0};
 
 	p = xasprintf("%s/cgroup.controllers", root);
@@ -291,6 +291,8 @@ static void test_cgroup_v2(void)
 	check_file("v2/cell/pod/u", "cpu.max", "50000 100000",
 		   "v2 cpu.max for 500m");
 	check_file("v2/cell/pod/u", "pids.max", "32", "v2 pids.max");
+	check_file("v2/cell/pod", "memory.max", "1073741824",
+		   "the pod's cap on the parent");
 	check_file("v2/cell/pod", "cgroup.subtree_control", "+io",
 		   "controllers enabled in the parent");
 	check_file("v2", "cgroup.subtree_control", "+io",
@@ -342,7 +344,7 @@ static void test_cgroup_v1(void)
 	char *root = xasprintf("%s/v1", tmp), *p;
 	struct cg_layout l;
 	struct cgroup cg;
-	struct cg_limits lim = {1 << 30, 2000, 100};
+	struct cg_limits lim = {1 << 30, 2000, 100, 3ll << 30};
 	struct cerr e = {0};
 
 	make_v1(root);
@@ -362,6 +364,8 @@ static void test_cgroup_v1(void)
 		   "v1 quota for 2 CPUs");
 	check_file("v1/cpu/cell/u", "cpu.cfs_period_us", "100000", "v1 period");
 	check_file("v1/pids/cell/u", "pids.max", "100", "v1 pids.max");
+	check_file("v1/memory/cell", "memory.limit_in_bytes", "3221225472",
+		   "v1: the pod's cap on the parent");
 	check_file("v1/devices/cell/u", "devices.deny", "a",
 		   "v1 devices: everything denied first");
 	check_file("v1/devices/cell/u", "devices.allow", "c 136:* rwm",
@@ -383,7 +387,7 @@ static void test_cgroup_hybrid_nested(void)
 			   "2:cpu,cpuacct:/\n1:name=systemd:/x\n0::/agent\n";
 	struct cg_layout l;
 	struct cgroup cg;
-	struct cg_limits lim = {1 << 20, 0, 0};
+	struct cg_limits lim = {1 << 20, 0, 0, 0};
 	struct cerr e = {0};
 
 	make_v1(root);
