@@ -176,7 +176,11 @@ def test_spec_change_restarts_only_that_unit(cell, image):
 def test_oom_kill_is_reported(cell, image):
     a, c = cell()
     c.update_pod(pod_params("ns_pod", restart_policy="Never",
-                            units=[sh(image, "hog", "tail /dev/zero")],
+                            units=[sh(image, "hog", "tail /dev/zero",
+                                      resources={"Limits": {"memory": "32Mi"},
+                                                 "Requests": None})],
+                            # spec.resources only sized the instance: it
+                            # limits no unit (issue 7).
                             resources={"cpu": "1", "memory": "32Mi"}))
     st = wait_state(c, "hog", "terminated", timeout=60)
     t = state_of(st, "hog")["terminated"]
