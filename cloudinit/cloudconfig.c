@@ -494,6 +494,18 @@ static void k_runcmd(struct ci_parse *ps, const struct ynode *n)
 	cmds(ps, n, "runcmd", &c->runcmd, &c->n_runcmd, &c->cap_runcmd);
 }
 
+static void k_manage_hosts(struct ci_parse *ps, const struct ynode *n)
+{
+	bool b;
+
+	if (n->type == Y_SCALAR && !strcmp(n->value, "localhost"))
+		ps->cfg->manage_etc_hosts = 2;
+	else if (n->type == Y_SCALAR && !strcmp(n->value, "template"))
+		ps->cfg->manage_etc_hosts = 1;
+	else if (ci_cc_bool(ps, n, "manage_etc_hosts", &b) == 0)
+		ps->cfg->manage_etc_hosts = b;
+}
+
 static void host_key(struct ci_parse *ps, const struct ynode *n,
 		     const char *what, char **slot)
 {
@@ -581,6 +593,7 @@ static const struct {
     {"groups", ci_cc_groups},
     {"ssh_authorized_keys", k_ssh_keys},
     {"final_message", k_final_message},
+    {"manage_etc_hosts", k_manage_hosts},
 };
 
 /* Keys of canonical cloud-init that this one does not implement. */
@@ -621,7 +634,6 @@ static const char *const unsupported[] = {
     "disk_setup",
     "fs_setup",
     "power_state",
-    "manage_etc_hosts",
     "manage_resolv_conf",
     "resolv_conf",
     "rsyslog",
@@ -695,9 +707,11 @@ void ci_cloud_config_parse(struct ci_parse *ps, const char *text, size_t len)
 	if (ytree_parse(text, len, &t, &line, &e) < 0) {
 		ci_problem_add(&ps->cfg->problems, CI_ERROR, ps->part, line,
 			       "%s; this cloud-config is ignored", e.msg);
+		ps->cfg->bad_yaml++;
 		return;
 	}
-	if (t.root && !ynode_is_null(t.root) && t.root->type != Y_MAP)
+	if (t.root && !ynode_is_null(t.root) && t.root->type != Y_MAP &&
+	    ++ps->cfg->bad_yaml)
 		ERR(ps, t.root,
 		    "cloud-config must be a mapping, not %s; "
 		    "ignored",
