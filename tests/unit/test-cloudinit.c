@@ -967,7 +967,8 @@ static void test_users_module(void)
 	       strstr(gr, "newgrp:x:1237:bob\n") && strstr(gr, "bob:x:1238:\n"),
 	   "group: the user's groups made before its own (as groupadd, "
 	   "then useradd), members added");
-	ok(sh && strstr(sh, "bob:!$6$s$h:") && strstr(sh, "alice:$6$a$new:19000:"),
+	ok(sh && strstr(sh, "bob:!$6$s$h:") &&
+	       strstr(sh, "alice:$6$a$new:19000:"),
 	   "shadow: locked hash; an existing user's hashed_passwd applies");
 	ok(sh && strstr(sh, "carol:!:") && strstr(sh, ":0:99999:7:::\n"),
 	   "shadow: lock_passwd false without a password stays locked ('!')");
