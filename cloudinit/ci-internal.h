@@ -394,6 +394,8 @@ int ci_write_files(const struct ci_ctx *c, const struct ci_file *v, size_t n,
 
 /* users.c */
 int ci_users_groups(const struct ci_ctx *c);
+/* The name of the image's default user (cloud.cfg), or NULL. */
+char *ci_default_user_name(int rootfd);
 /* Add keys to ~user/.ssh/authorized_keys (no duplicate lines). */
 int ci_authorize_keys(int rootfd, const char *user, char *const *keys,
 		      struct cerr *e);
@@ -408,6 +410,10 @@ int ci_apply(struct ci_ctx *c, struct ci_report *r);
 /* cloud-init's util.shellify: "#!/bin/sh" and one line per command; a
  * list's arguments each in single quotes. */
 char *ci_shellify(const struct ci_cmd *v, size_t n);
+/* "# VERB by cell-cloudinit v. X on DATE", as cloud-init's make_header. */
+char *ci_header(const char *verb);
+char *ci_hosts_canonical(const char *old, size_t len, bool existed,
+			 const char *fqdn, const char *shortname);
 /* Hostname helpers, exposed for tests. */
 int ci_hostname_pick(const struct ci_config *cfg, const struct ci_meta *m,
 		     char **shortname, char **fqdn);

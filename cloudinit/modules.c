@@ -130,6 +130,119 @@ char *ci_hosts_update(const char *old, size_t len, const char *fqdn,
 	return buf_steal(&b, NULL);
 }
 
+/* One /etc/hosts line as cloud-init's HostsConf holds it. */
+struct hline {
+	char **f;   /* fields; NULL for a blank or comment-only line */
+	char *tail; /* the comment after the fields, or the whole line */
+};
+
+static void hline_parse(struct hline *h, const char *line, size_t n)
+{
+	cleanup_free char *s = xstrndup(line, n);
+	char *t = s + strspn(s, " \t\r\v\f"), *hash, *end;
+	size_t k = 0;
+
+	end = t + strlen(t);
+	while (end > t && strchr(" \t\r\v\f", end[-1]))
+		*--end = '\0';
+	hash = strchr(t, '#');
+	memset(h, 0, sizeof(*h));
+	if (!*t || hash == t) {
+		h->tail = xstrndup(line, n);
+		return;
+	}
+	h->tail = xstrdup(hash ? hash : "");
+	if (hash)
+		*hash = '\0';
+	h->f = xcalloc(strlen(t) / 2 + 2, sizeof(char *));
+	for (char *p = t; *p;) {
+		size_t w;
+		p += strspn(p, " \t\r\v\f");
+		w = strcspn(p, " \t\r\v\f");
+		if (w)
+			h->f[k++] = xstrndup(p, w);
+		p += w;
+	}
+	if (!k) { /* only spaces before the comment */
+		free(h->f);
+		h->f = NULL;
+		free(h->tail);
+		h->tail = xstrndup(line, n);
+	}
+}
+
+static bool hline_is(const struct hline *h, const char *ip)
+{
+	return h->f && h->f[0] && !strcmp(h->f[0], ip);
+}
+
+/* cloud-init's update_etc_hosts (manage_etc_hosts: localhost): unless a
+ * "127.0.1.1 FQDN … HOSTNAME …" entry is there, every 127.0.1.1 line is
+ * removed and they come back at the end, followed by "127.0.1.1 FQDN
+ * HOSTNAME"; the file is rewritten as HostsConf prints it (fields joined by
+ * tabs). NULL when nothing changes. */
+char *ci_hosts_canonical(const char *old, size_t len, bool existed,
+			 const char *fqdn, const char *shortname)
+{
+	struct hline *v = NULL, *mine = NULL;
+	size_t n = 0, cap = 0, nm = 0, mcap = 0;
+	bool need = true;
+	struct buf b;
+
+	for (const char *p = old, *end = old + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t ln = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		struct hline h;
+		hline_parse(&h, p, ln);
+		if (hline_is(&h, "127.0.1.1")) {
+			bool alias = false;
+			for (char **a = h.f + 1; *a && a[1]; a++)
+				alias |= !strcmp(a[1], shortname);
+			if (h.f[1] && !strcmp(h.f[1], fqdn) && alias)
+				need = false;
+			h.tail = (free(h.tail), xstrdup(""));
+			*CI_PUSH(mine, nm, mcap) = h;
+		} else {
+			*CI_PUSH(v, n, cap) = h;
+		}
+		p += ln + (nl ? 1 : 0);
+	}
+	buf_init(&b, 0);
+	if (need) {
+		struct hline *add = CI_PUSH(mine, nm, mcap);
+		add->f = xcalloc(4, sizeof(char *));
+		add->f[0] = xstrdup("127.0.1.1");
+		add->f[1] = xstrdup(fqdn);
+		add->f[2] = xstrdup(shortname);
+		add->tail = xstrdup("");
+		if (!existed) {
+			cleanup_free char *h = ci_header("Added");
+			buf_append(&b, h, strlen(h), NULL);
+			buf_append(&b, "\n", 1, NULL);
+		}
+	}
+	for (size_t i = 0; i < n + nm; i++) {
+		struct hline *h = i < n ? &v[i] : &mine[i - n];
+		for (char **f = h->f; f && *f; f++) {
+			if (f != h->f)
+				buf_append(&b, "\t", 1, NULL);
+			buf_append(&b, *f, strlen(*f), NULL);
+		}
+		buf_append(&b, h->tail, strlen(h->tail), NULL);
+		buf_append(&b, "\n", 1, NULL);
+		strv_free(h->f);
+		free(h->tail);
+	}
+	buf_append(&b, "\n", 1, NULL); /* "%s\n" % hosts */
+	free(v);
+	free(mine);
+	if (!need) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b, NULL);
+}
+
 static int hostname_files(const struct ci_ctx *c, const char *name,
 			  const char *fqdn, const char *shortname,
 			  bool touch_hosts, struct cerr *e)
@@ -151,9 +264,16 @@ static int hostname_files(const struct ci_ctx *c, const char *name,
 		}
 		cerr_clear(e);
 	}
-	text = ci_hosts_update(hosts.data ? hosts.data : "", hosts.len, fqdn,
-			       shortname);
+	if (c->cfg->manage_etc_hosts == 2)
+		text = ci_hosts_canonical(hosts.data ? hosts.data : "",
+					  hosts.len, hosts.data != NULL,
+					  fqdn ? fqdn : shortname, shortname);
+	else
+		text = ci_hosts_update(hosts.data ? hosts.data : "", hosts.len,
+				       fqdn, shortname);
 	buf_free(&hosts);
+	if (!text)
+		return 0;
 	return ci_write_file(c->rootfd, "etc/hosts", text, strlen(text), 0644,
 			     NULL, e);
 }
@@ -399,13 +519,23 @@ static int mod_ssh_keys(const struct ci_ctx *c)
 	r = ci_authorize_keys(c->rootfd, c->o->default_user, all, &e);
 	if (r < 0)
 		ci_log(LOG_ERROR, "ssh_authorized_keys: %s", e.msg);
+	/* cloud-init's ssh module gives them to the distribution's default
+	 * user too, when users: lists it. */
+	if (r == 0 && c->cfg->default_user) {
+		cleanup_free char *du = ci_default_user_name(c->rootfd);
+		if (du && strcmp(du, c->o->default_user) &&
+		    (r = ci_authorize_keys(c->rootfd, du, all, &e)) < 0)
+			ci_log(LOG_ERROR, "ssh_authorized_keys: %s", e.msg);
+	}
 	free(all);
 	return r;
 }
 
+/* Every instance, keys or not: cloud-init's ssh module always leaves the
+ * default user an authorized_keys file, empty when there are none. */
 static bool want_ssh_keys(const struct ci_ctx *c)
 {
-	return c->cfg->ssh_keys || (c->meta && c->meta->keys);
+	return true;
 }
 
 /* ---- final_message ---- */

@@ -726,8 +726,6 @@ int ci_authorize_keys(int rootfd, const char *user, char *const *keys,
 	bool changed;
 	int r;
 
-	if (!keys || !*keys)
-		return 0;
 	if (user_info(rootfd, user, &ids, home, sizeof(home), e) < 0)
 		return -1;
 	snprintf(rel, sizeof(rel), "%s/.ssh", home);
@@ -742,8 +740,9 @@ int ci_authorize_keys(int rootfd, const char *user, char *const *keys,
 	}
 	if (r == 0)
 		r = merge_lines(&b, keys, &changed, e);
-	if (r == 0 && changed)
-		r = ci_write_file(rootfd, rel, b.data, b.len, 0600, &ids, e);
+	if (r == 0 && (changed || !b.data))
+		r = ci_write_file(rootfd, rel, b.data ? b.data : "", b.len,
+				  0600, &ids, e);
 	if (r == 0)
 		ci_log(LOG_INFO, "ssh: %s keys for %s in /%s",
 		       changed ? "added" : "already had the", user, rel);
@@ -751,7 +750,7 @@ int ci_authorize_keys(int rootfd, const char *user, char *const *keys,
 	return r;
 }
 
-static char *ci_header(const char *verb)
+char *ci_header(const char *verb)
 {
 	char when[64];
 	time_t now = time(NULL);
@@ -920,7 +919,8 @@ static int after_save(const struct ci_ctx *c, const struct db *d,
 			       u->name, e.msg);
 			failed++;
 		}
-		if (ci_authorize_keys(c->rootfd, u->name, u->keys, &e) < 0) {
+		if (u->keys &&
+		    ci_authorize_keys(c->rootfd, u->name, u->keys, &e) < 0) {
 			ci_log(LOG_ERROR, "users: keys of %s: %s", u->name,
 			       e.msg);
 			failed++;
@@ -946,6 +946,26 @@ static bool default_user(int rootfd, struct ci_user *u)
 				 "system_info.default_user in "
 				 "/etc/cloud/cloud.cfg");
 	return ok;
+}
+
+char *ci_default_user_name(int rootfd)
+{
+	struct ci_user u = {0};
+	char *name;
+	struct buf b;
+	struct cerr e = {0};
+
+	buf_init(&b, 1u << 20);
+	if (ci_read_file(rootfd, "etc/cloud/cloud.cfg", &b, &e) < 0 ||
+	    ci_cc_default_user(b.data, b.len, &u) < 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	buf_free(&b);
+	name = u.name;
+	u.name = NULL;
+	ci_user_free(&u);
+	return name;
 }
 
 int ci_users_groups(const struct ci_ctx *c)

@@ -1074,7 +1074,8 @@ static void test_commands_and_state(void)
 	apply(&t, doc, "i-1", NULL, &rep);
 	s = slurp(&t, "run");
 	want = xasprintf("%s i-1 %s\nlist\n", t.root, t.root);
-	ok(rep.failed == 1 && rep.ran == 4, "runcmd failed, 4 modules ran");
+	ok(rep.failed == 1 && rep.ran == 5,
+	   "runcmd failed, 5 modules ran (ssh keys always)");
 	is_str(s, want,
 	       "runcmd is one script run in the root with CLOUDINIT_ROOT "
 	       "and INSTANCE_ID; its first failing exit ends it");
@@ -1082,13 +1083,13 @@ static void test_commands_and_state(void)
 	free(want);
 	apply(&t, doc, "i-1", NULL, &rep);
 	s = slurp(&t, "bootlog");
-	ok(rep.skipped == 2 && rep.ran == 2 && rep.failed == 0,
+	ok(rep.skipped == 3 && rep.ran == 2 && rep.failed == 0,
 	   "same instance: write_files and runcmd skipped");
 	is_str(s, "boot\nboot\n", "bootcmd runs every boot");
 	free(s);
 	apply(&t, doc, "i-2", NULL, &rep);
 	s = slurp(&t, "bootlog");
-	ok(rep.skipped == 0 && rep.ran == 4, "a new instance runs everything");
+	ok(rep.skipped == 0 && rep.ran == 5, "a new instance runs everything");
 	is_str(s, "boot\nboot\nboot\n", "and bootcmd again");
 	free(s);
 	s = slurp(&t, "../state/instance-id");
