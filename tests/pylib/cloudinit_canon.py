@@ -27,6 +27,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Dict, List, Optional
 
 HARNESS_VERSION = "3"  # bump when a snapshot's meaning changes
@@ -152,15 +153,33 @@ def _umount_boot(merged: str) -> None:
         subprocess.run(["rm", "-rf", os.path.join(merged, d)], check=False)
 
 
-def _run_canonical(merged: str, log) -> int:
+def _timed(cmd: List[str], env: dict, log):
+    """Run cmd; (exit code, wall seconds, peak RSS in KiB). The RSS comes
+    from GNU time (a small C parent: a Python parent's own pages would be
+    counted for the child before its exec)."""
+    fd, out = tempfile.mkstemp(prefix="cinit-time.")
+    os.close(fd)
+    t0 = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out, *cmd], env=env,
+                       stdout=log, stderr=subprocess.STDOUT)
+    dt = time.perf_counter() - t0
+    with open(out) as f:
+        rss = int(f.read().split()[-1])
+    os.unlink(out)
+    return p.returncode, dt, rss
+
+
+def _run_canonical(merged: str, work: str, log, timing: Optional[list]) -> int:
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
            "HOME": "/root"}
-    rc = 0
+    rc, wall, rss = 0, 0.0, 0
     for args in (["init", "--local"], ["init"], ["modules", "--mode", "config"],
                  ["modules", "--mode", "final"]):
-        p = subprocess.run(["chroot", merged, "/usr/bin/cloud-init", *args], env=env,
-                           stdout=log, stderr=subprocess.STDOUT)
-        rc = rc or p.returncode
+        code, e, m = _timed(["chroot", merged, "/usr/bin/cloud-init", *args], env, log)
+        rc = rc or code
+        wall, rss = wall + e, max(rss, m)
+    if timing is not None:
+        timing.append([wall, rss])
     return rc
 
 
@@ -171,13 +190,10 @@ def _run_cell(binary: str, merged: str, seed: str, work: str, flags: List[str],
            os.path.join(work, "cell.log"), "--chroot-commands", "--set-hostname",
            *flags]
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    code, e, m = _timed(cmd, env, log)
     if timing is not None:
-        cmd = ["/usr/bin/time", "-f", "%e %M", "-o", os.path.join(work, "time"), *cmd]
-    p = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    if timing is not None:
-        with open(os.path.join(work, "time")) as f:
-            timing.append(f.read().split()[-2:])
-    return p.returncode
+        timing.append([e, m])
+    return code
 
 
 def inside(args: dict) -> dict:
@@ -213,7 +229,7 @@ def inside(args: dict) -> dict:
         for _ in range(args.get("boots", 2)):
             _mount_boot(merged)
             if tool == "canonical":
-                rcs.append(_run_canonical(merged, log))
+                rcs.append(_run_canonical(merged, work, log, timing))
             else:
                 rcs.append(_run_cell(args["binary"], merged, seed, work,
                                      args.get("flags", []), log, timing))
