@@ -310,6 +310,53 @@ static void test_cmds(void)
 	ci_config_free(&c);
 }
 
+/* The script runcmd becomes, byte for byte as cloud-init's shellify. */
+static void test_shellify(void)
+{
+	struct ci_config c;
+	char *sh;
+	int r = parse("#cloud-config\n"
+		      "runcmd:\n"
+		      "  - cd /tmp && echo \"$HOME\"\n"
+		      "  - [echo, \"it's\", 'a b', '$x', '']\n"
+		      "  -\n"
+		      "  - [\"/bin/true\"]\n"
+		      "bootcmd: [echo one, false]\n",
+		      &c);
+
+	ok(r < 0 && c.has_runcmd && c.n_runcmd == 3, "runcmd parsed");
+	sh = ci_shellify(c.runcmd, c.n_runcmd);
+	is_str(sh,
+	       "#!/bin/sh\n"
+	       "cd /tmp && echo \"$HOME\"\n"
+	       "'echo' 'it'\\''s' 'a b' '$x' ''\n"
+	       "'/bin/true'\n",
+	       "shellify: strings as written, list items single-quoted");
+	free(sh);
+	ok(!c.has_bootcmd && c.n_bootcmd == 0 &&
+	       problem(&c, "'false' is a boolean, not a command"),
+	   "a boolean item fails the whole list, as shellify's TypeError");
+	ci_config_free(&c);
+	r = parse("Content-Type: multipart/mixed; boundary=B\n"
+		  "MIME-Version: 1.0\n\n"
+		  "--B\nContent-Type: text/x-shellscript\n"
+		  "Content-Disposition: attachment; filename=\"a/b c$.sh\"\n\n"
+		  "#!/bin/sh\necho 1\n"
+		  "--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho 2\n"
+		  "--B\nContent-Type: text/x-shellscript\n"
+		  "Content-Disposition: attachment; filename=\"a/b c$.sh\"\n\n"
+		  "#!/bin/sh\necho 3\n"
+		  "--B--\n",
+		  &c);
+	ok(r == 0 && c.n_scripts == 2 &&
+	       !strcmp(c.scripts[0].name, "a_bc.sh") &&
+	       str_has_prefix(c.scripts[0].body, "#!/bin/sh\necho 3") &&
+	       !strcmp(c.scripts[1].name, "part-002"),
+	   "part names as clean_filename; part-NNN by place; same name "
+	   "replaces");
+	ci_config_free(&c);
+}
+
 static void test_hostname_keys(void)
 {
 	struct ci_config c;
@@ -1165,6 +1212,7 @@ int main(void)
 	test_modes();
 	test_files_keys();
 	test_cmds();
+	test_shellify();
 	test_hostname_keys();
 	test_users_keys();
 	test_top_keys();
