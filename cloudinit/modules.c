@@ -6,7 +6,7 @@
  *   write_files, milpa_files, hostname,     once per instance; the marker
  *   users_groups, ssh_authorized_keys,      is set after success, so a
  *   write_files_deferred                    failure is retried next boot
- *   scripts, runcmd                         at most once per instance: the
+ *   scripts_user (scripts and runcmd)       at most once per instance: the
  *                                           marker is set before running,
  *                                           as cloud-init's semaphores
  *   final_message                           every boot (cloud-init's too) */
