@@ -255,7 +255,7 @@ def run(tool: str, root: str, doc: bytes, meta: str, *, binary: str = "",
             "binary": binary, "flags": flags or [], "pre": pre or [],
             "boots": boots, "timing": timing, "tmpfs": tmpfs, "workdir": workdir}
     p = subprocess.run(
-        ["unshare", "--mount", "--uts", "--ipc", "--net", "--pid", "--fork",
+        ["unshare", "--mount", "--uts", "--ipc", "--net", "--pid", "--fork", "--mount-proc",
          "--kill-child", sys.executable, os.path.abspath(__file__)],
         input=json.dumps(args), capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
