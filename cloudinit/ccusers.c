@@ -192,6 +192,7 @@ static int user_map(struct ci_parse *ps, const struct ynode *m,
 	    abs_path(ps, m, "shell", &u->shell) < 0 ||
 	    field(ps, m, "primary_group", &u->primary_group) < 0 ||
 	    field(ps, m, pw ? "hashed_passwd" : "passwd", &u->passwd) < 0 ||
+	    !(u->passwd_hashed = pw != NULL, 1) ||
 	    names(ps, ynode_get(m, "groups"), "groups", &u->groups) < 0 ||
 	    sudo_rules(ps, ynode_get(m, "sudo"), u) < 0 ||
 	    uid_key(ps, ynode_get(m, "uid"), &u->uid) < 0 ||
@@ -215,9 +216,8 @@ static void user_add(struct ci_parse *ps, const struct ynode *at,
 	struct ci_user u = {.line = at->line, .uid = -1, .lock_passwd = true};
 
 	if (name && !strcmp(name, "default")) {
-		WARN(ps, at,
-		     "users: 'default' (a distribution's default "
-		     "user) is not created by cell-cloudinit; skipped");
+		/* Made from the image's cloud.cfg when the module runs. */
+		c->default_user = true;
 		return;
 	}
 	if (name)
@@ -246,6 +246,11 @@ static void user_add(struct ci_parse *ps, const struct ynode *at,
 	*CI_PUSH(c->users, c->n_users, c->cap_users) = u;
 }
 
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 static void users_clear(struct ci_config *c)
 {
 	for (size_t i = 0; i < c->n_users; i++)
@@ -258,6 +263,7 @@ void ci_cc_users(struct ci_parse *ps, const struct ynode *n)
 	char **v = NULL;
 
 	users_clear(ps->cfg);
+	ps->cfg->default_user = false;
 	if (ynode_is_null(n))
 		return;
 	if (n->type == Y_SCALAR) {
@@ -350,4 +356,41 @@ void ci_cc_groups(struct ci_parse *ps, const struct ynode *n)
 		else if (!ynode_is_null(it))
 			ERR(ps, it, "groups entries must be names or mappings");
 	}
+}
+
+/* The distribution's default user: system_info.default_user of a cloud.cfg
+ * (a mapping with a name), read as a users entry; its groups are sorted,
+ * as cloud-init's uniq_merge_sorted leaves them. */
+int ci_cc_default_user(const char *text, size_t len, struct ci_user *out)
+{
+	struct ci_config cfg = {0};
+	struct ci_parse ps = {.cfg = &cfg};
+	struct ytree t = {0};
+	struct cerr e = {0};
+	const struct ynode *si, *du;
+	int line, r = -1;
+
+	if (ytree_parse(text, len, &t, &line, &e) < 0)
+		return -1;
+	si = t.root ? ynode_get(t.root, "system_info") : NULL;
+	du = si ? ynode_get(si, "default_user") : NULL;
+	if (du && du->type == Y_MAP && ynode_get(du, "name")) {
+		user_add(&ps, du, NULL, du);
+		if (cfg.n_users == 1) {
+			*out = cfg.users[0];
+			cfg.n_users = 0;
+			if (out->groups)
+				qsort(out->groups, strv_len(out->groups),
+				      sizeof(char *), by_str);
+			r = 0;
+		}
+	}
+	ci_config_free(&cfg);
+	ytree_free(&t);
+	return r;
+}
+
+void ci_user_free(struct ci_user *u)
+{
+	user_free(u);
 }

@@ -137,7 +137,8 @@ struct ci_user {
 	char **sudo;   /* rules, NULL-terminated or NULL */
 	char **keys;   /* ssh_authorized_keys */
 	bool system, no_create_home, lock_passwd;
-	long long uid; /* -1 = allocate */
+	bool passwd_hashed; /* from hashed_passwd: applies to existing users */
+	long long uid;	    /* -1 = allocate */
 	int line;
 };
 
@@ -162,8 +163,13 @@ struct ci_config {
 	bool has_bootcmd, has_runcmd;
 	char *hostname, *fqdn;
 	bool preserve_hostname, prefer_fqdn;
+	/* manage_etc_hosts: 0 unset or false, 1 true/"template", 2 "localhost"
+	 */
+	int manage_etc_hosts;
+	size_t bad_yaml; /* cloud-config parts that were not YAML mappings */
 	struct ci_user *users;
 	size_t n_users, cap_users;
+	bool default_user; /* users: lists "default" */
 	struct ci_group *groups;
 	size_t n_groups, cap_groups;
 	char **ssh_keys;
@@ -225,6 +231,10 @@ int ci_cc_keys(struct ci_parse *ps, const struct ynode *n, const char *what,
 	       char ***out);
 void ci_cc_users(struct ci_parse *ps, const struct ynode *n);
 void ci_cc_groups(struct ci_parse *ps, const struct ynode *n);
+/* system_info.default_user of a cloud.cfg text as a user; -1 when it has
+ * none (or is not YAML). */
+int ci_cc_default_user(const char *text, size_t len, struct ci_user *out);
+void ci_user_free(struct ci_user *u);
 bool ci_name_ok(const char *s);	 /* user and group names */
 bool ci_field_ok(const char *s); /* no ':' or line break */
 bool ci_hostname_ok(const char *s);
@@ -372,6 +382,10 @@ int ci_resolve_owner(int rootfd, const char *owner, struct ci_ids *ids,
  * fchmod, fsync, rename. Parent dirs are created 0755. */
 int ci_write_file(int rootfd, const char *rel, const void *data, size_t len,
 		  mode_t mode, const struct ci_ids *ids, struct cerr *e);
+/* Append to rel (links followed in the root), creating it 0644; mode and
+ * owner of an existing file are left alone (cloud-init's append_file). */
+int ci_append_file(int rootfd, const char *rel, const void *data, size_t len,
+		   struct cerr *e);
 /* Read rel beneath rootfd into out (whose max caps it); ENOENT is passed
  * through in e->code so callers can treat a missing file as empty. */
 int ci_read_file(int rootfd, const char *rel, struct buf *out, struct cerr *e);
@@ -380,6 +394,8 @@ int ci_write_files(const struct ci_ctx *c, const struct ci_file *v, size_t n,
 
 /* users.c */
 int ci_users_groups(const struct ci_ctx *c);
+/* The name of the image's default user (cloud.cfg), or NULL. */
+char *ci_default_user_name(int rootfd);
 /* Add keys to ~user/.ssh/authorized_keys (no duplicate lines). */
 int ci_authorize_keys(int rootfd, const char *user, char *const *keys,
 		      struct cerr *e);
@@ -391,6 +407,13 @@ struct ci_report {
 	int skipped; /* already done for this instance */
 };
 int ci_apply(struct ci_ctx *c, struct ci_report *r);
+/* cloud-init's util.shellify: "#!/bin/sh" and one line per command; a
+ * list's arguments each in single quotes. */
+char *ci_shellify(const struct ci_cmd *v, size_t n);
+/* "# VERB by cell-cloudinit v. X on DATE", as cloud-init's make_header. */
+char *ci_header(const char *verb);
+char *ci_hosts_canonical(const char *old, size_t len, bool existed,
+			 const char *fqdn, const char *shortname);
 /* Hostname helpers, exposed for tests. */
 int ci_hostname_pick(const struct ci_config *cfg, const struct ci_meta *m,
 		     char **shortname, char **fqdn);

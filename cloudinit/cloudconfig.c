@@ -175,8 +175,8 @@ static int one_cmd(struct ci_parse *ps, const struct ynode *n, const char *what,
 	return 0;
 }
 
-static void cmds(struct ci_parse *ps, const struct ynode *n, const char *what,
-		 struct ci_cmd **vp, size_t *np, size_t *capp)
+static int cmds(struct ci_parse *ps, const struct ynode *n, const char *what,
+		struct ci_cmd **vp, size_t *np, size_t *capp)
 {
 	const struct ynode *single[1] = {n};
 	const struct ynode *const *items = single;
@@ -189,7 +189,7 @@ static void cmds(struct ci_parse *ps, const struct ynode *n, const char *what,
 	}
 	*np = 0;
 	if (ynode_is_null(n))
-		return;
+		return 0;
 	if (n->type == Y_SEQ) {
 		items = (const struct ynode *const *)n->kids;
 		count = n->n;
@@ -198,7 +198,28 @@ static void cmds(struct ci_parse *ps, const struct ynode *n, const char *what,
 		     what);
 	} else {
 		ERR(ps, n, "%s must be a list, not %s", what, type_name(n));
-		return;
+		return 0;
+	}
+	for (size_t i = 0; i < count; i++) {
+		bool b;
+		long long v;
+		const struct ynode *it = items[i];
+		/* cloud-init's shellify refuses a boolean or a number item
+		 * (PyYAML's `false`, `42`): the module fails, nothing runs. */
+		if (it->type == Y_SCALAR && it->plain && !ynode_is_null(it) &&
+		    (ynode_bool(it, &b) == 0 || ynode_int(it, &v) == 0)) {
+			ERR(ps, it,
+			    "%s: '%s' is a %s, not a command (quote it); "
+			    "cloud-init runs none of this list",
+			    what, it->value,
+			    ynode_bool(it, &b) == 0 ? "boolean" : "number");
+			for (size_t k = 0; k < *np; k++) {
+				free((*vp)[k].shell);
+				strv_free((*vp)[k].argv);
+			}
+			*np = 0;
+			return -1;
+		}
 	}
 	for (size_t i = 0; i < count; i++) {
 		struct ci_cmd c = {0};
@@ -212,6 +233,7 @@ static void cmds(struct ci_parse *ps, const struct ynode *n, const char *what,
 		}
 		*CI_PUSH(*vp, *np, *capp) = c;
 	}
+	return 0;
 }
 
 /* ---- write_files ---- */
@@ -483,15 +505,27 @@ static void k_milpa_files(struct ci_parse *ps, const struct ynode *n)
 static void k_bootcmd(struct ci_parse *ps, const struct ynode *n)
 {
 	struct ci_config *c = ps->cfg;
-	c->has_bootcmd = true;
-	cmds(ps, n, "bootcmd", &c->bootcmd, &c->n_bootcmd, &c->cap_bootcmd);
+	c->has_bootcmd = cmds(ps, n, "bootcmd", &c->bootcmd, &c->n_bootcmd,
+			      &c->cap_bootcmd) == 0;
 }
 
 static void k_runcmd(struct ci_parse *ps, const struct ynode *n)
 {
 	struct ci_config *c = ps->cfg;
-	c->has_runcmd = true;
-	cmds(ps, n, "runcmd", &c->runcmd, &c->n_runcmd, &c->cap_runcmd);
+	c->has_runcmd = cmds(ps, n, "runcmd", &c->runcmd, &c->n_runcmd,
+			     &c->cap_runcmd) == 0;
+}
+
+static void k_manage_hosts(struct ci_parse *ps, const struct ynode *n)
+{
+	bool b;
+
+	if (n->type == Y_SCALAR && !strcmp(n->value, "localhost"))
+		ps->cfg->manage_etc_hosts = 2;
+	else if (n->type == Y_SCALAR && !strcmp(n->value, "template"))
+		ps->cfg->manage_etc_hosts = 1;
+	else if (ci_cc_bool(ps, n, "manage_etc_hosts", &b) == 0)
+		ps->cfg->manage_etc_hosts = b;
 }
 
 static void host_key(struct ci_parse *ps, const struct ynode *n,
@@ -581,6 +615,7 @@ static const struct {
     {"groups", ci_cc_groups},
     {"ssh_authorized_keys", k_ssh_keys},
     {"final_message", k_final_message},
+    {"manage_etc_hosts", k_manage_hosts},
 };
 
 /* Keys of canonical cloud-init that this one does not implement. */
@@ -621,7 +656,6 @@ static const char *const unsupported[] = {
     "disk_setup",
     "fs_setup",
     "power_state",
-    "manage_etc_hosts",
     "manage_resolv_conf",
     "resolv_conf",
     "rsyslog",
@@ -695,9 +729,11 @@ void ci_cloud_config_parse(struct ci_parse *ps, const char *text, size_t len)
 	if (ytree_parse(text, len, &t, &line, &e) < 0) {
 		ci_problem_add(&ps->cfg->problems, CI_ERROR, ps->part, line,
 			       "%s; this cloud-config is ignored", e.msg);
+		ps->cfg->bad_yaml++;
 		return;
 	}
-	if (t.root && !ynode_is_null(t.root) && t.root->type != Y_MAP)
+	if (t.root && !ynode_is_null(t.root) && t.root->type != Y_MAP &&
+	    ++ps->cfg->bad_yaml)
 		ERR(ps, t.root,
 		    "cloud-config must be a mapping, not %s; "
 		    "ignored",

@@ -33,6 +33,11 @@ struct ci_opts {
 	double timeout;		  /* seconds for finding and fetching */
 	bool chroot_commands;	  /* run commands chrooted into the root */
 	bool set_hostname;	  /* sethostname() even with a --root */
+	/* Canonical cloud-init's behaviour where ours differs on purpose
+	 * (docs/cloudinit.md "Kept divergences"): */
+	bool canonical_hosts;	    /* /etc/hosts only per manage_etc_hosts */
+	bool canonical_yaml;	    /* bad YAML is a warning, not an error */
+	bool canonical_write_files; /* stop at the first failing entry */
 };
 
 /* Exit codes of cell-cloudinit. */

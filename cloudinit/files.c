@@ -1,5 +1,8 @@
-/* Files beneath the root: atomic writes that can never land outside it
- * (path_open_parent resolves beneath the root fd), owners looked up in the
+/* Files beneath the root: atomic writes that can never land outside it,
+ * with the root's own symlinks followed as chroot(root) would (PATH_IN_ROOT:
+ * Debian's /var/run -> /run, Ubuntu's /etc/resolv.conf link, an absolute
+ * /home link); a write over a link replaces its target, as cloud-init's
+ * open() does, not the link. Owners looked up in the
  * root's own /etc/passwd and /etc/group (not the host's NSS, since --root
  * may be an image), and the write_files / milpa_files modules. */
 #include <errno.h>
@@ -20,7 +23,8 @@
 
 int ci_read_file(int rootfd, const char *rel, struct buf *out, struct cerr *e)
 {
-	cleanup_close int fd = path_open_beneath(rootfd, rel, O_RDONLY, 0, e);
+	cleanup_close int fd =
+	    path_open_at(rootfd, rel, O_RDONLY, 0, PATH_IN_ROOT, e);
 
 	if (fd < 0)
 		return -1;
@@ -55,12 +59,25 @@ static int write_tmp(int dfd, const char *tmp, const void *data, size_t len,
 	return 0;
 }
 
+/* The directory that will hold rel once its links are followed (the last
+ * one too), created 0755 where missing; *base points into real. */
+static int open_target_dir(int rootfd, const char *rel, char *real,
+			   size_t realsz, const char **base, struct cerr *e)
+{
+	if (path_resolve_in_root(rootfd, rel, true, real, realsz, e) < 0)
+		return -1;
+	if (!*real)
+		return cerr_set(e, EISDIR, "'%s' is the root directory", rel);
+	return path_open_parent_at(rootfd, real, true, PATH_IN_ROOT, base, e);
+}
+
 int ci_write_file(int rootfd, const char *rel, const void *data, size_t len,
 		  mode_t mode, const struct ci_ids *ids, struct cerr *e)
 {
 	const char *base;
-	char tmp[NAME_MAX + 1];
-	cleanup_close int dfd = path_open_parent(rootfd, rel, true, &base, e);
+	char tmp[NAME_MAX + 1], real[PATH_MAX_INPUT];
+	cleanup_close int dfd =
+	    open_target_dir(rootfd, rel, real, sizeof(real), &base, e);
 
 	if (dfd < 0)
 		return -1;
@@ -81,7 +98,9 @@ static int append_file(int rootfd, const char *rel, const void *data,
 		       struct cerr *e)
 {
 	const char *base;
-	cleanup_close int dfd = path_open_parent(rootfd, rel, true, &base, e);
+	char real[PATH_MAX_INPUT];
+	cleanup_close int dfd =
+	    open_target_dir(rootfd, rel, real, sizeof(real), &base, e);
 	cleanup_close int fd = -1;
 
 	if (dfd < 0)
@@ -93,9 +112,15 @@ static int append_file(int rootfd, const char *rel, const void *data,
 		return cerr_sys(e, "open %s", rel);
 	if (fs_write_all(fd, data, len) < 0)
 		return cerr_sys(e, "append to %s", rel);
-	if (fchown(fd, ids->uid, ids->gid) < 0 || fchmod(fd, mode) < 0)
+	if (ids && (fchown(fd, ids->uid, ids->gid) < 0 || fchmod(fd, mode) < 0))
 		return cerr_sys(e, "chown/chmod %s", rel);
 	return 0;
+}
+
+int ci_append_file(int rootfd, const char *rel, const void *data, size_t len,
+		   struct cerr *e)
+{
+	return append_file(rootfd, rel, data, len, 0644, NULL, e);
 }
 
 /* Field `field` (0-based) of the line for `name` in a passwd-style file,
@@ -196,6 +221,9 @@ int ci_write_files(const struct ci_ctx *c, const struct ci_file *v, size_t n,
 			ci_log(LOG_ERROR, "%s: /%s (line %d): %s", what,
 			       f->path, f->line, e.msg);
 			failed++;
+			/* cloud-init's write_files stops at the first. */
+			if (c->o->canonical_write_files)
+				break;
 			continue;
 		}
 		ci_log(LOG_INFO, "%s: %s /%s (%zu bytes, mode %04o, owner %s)",

@@ -44,6 +44,9 @@ static const char usage_text[] =
     "  --default-user NAME   gets top-level and meta-data SSH keys (root)\n"
     "  --chroot-commands     run commands chrooted into --root\n"
     "  --set-hostname        call sethostname() even with --root\n"
+    "  --canonical-hosts     touch /etc/hosts only as manage_etc_hosts says\n"
+    "  --canonical-yaml      a cloud-config that is not YAML is a warning\n"
+    "  --canonical-write-files  stop write_files at the first failing entry\n"
     "  --validate FILE       check a user-data file, apply nothing\n"
     "  -v, --verbose         debug logging;  -q, --quiet  warnings only\n"
     "  -h, --help            this text;  --version  print the version\n"
@@ -71,6 +74,9 @@ enum {
 	OPT_SETHOST,
 	OPT_VALIDATE,
 	OPT_VERSION,
+	OPT_CAN_HOSTS,
+	OPT_CAN_YAML,
+	OPT_CAN_FILES,
 };
 
 static const struct option longopts[] = {
@@ -91,6 +97,9 @@ static const struct option longopts[] = {
     {"default-user", required_argument, NULL, OPT_USER},
     {"chroot-commands", no_argument, NULL, OPT_CHROOT},
     {"set-hostname", no_argument, NULL, OPT_SETHOST},
+    {"canonical-hosts", no_argument, NULL, OPT_CAN_HOSTS},
+    {"canonical-yaml", no_argument, NULL, OPT_CAN_YAML},
+    {"canonical-write-files", no_argument, NULL, OPT_CAN_FILES},
     {"validate", required_argument, NULL, OPT_VALIDATE},
     {"verbose", no_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
@@ -184,6 +193,15 @@ static int one_opt(struct cli *c, int opt, const char *arg)
 		return 0;
 	case OPT_SETHOST:
 		c->o.set_hostname = true;
+		return 0;
+	case OPT_CAN_HOSTS:
+		c->o.canonical_hosts = true;
+		return 0;
+	case OPT_CAN_YAML:
+		c->o.canonical_yaml = true;
+		return 0;
+	case OPT_CAN_FILES:
+		c->o.canonical_write_files = true;
 		return 0;
 	case OPT_VALIDATE:
 		c->validate = arg;

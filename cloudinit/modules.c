@@ -6,7 +6,7 @@
  *   write_files, milpa_files, hostname,     once per instance; the marker
  *   users_groups, ssh_authorized_keys,      is set after success, so a
  *   write_files_deferred                    failure is retried next boot
- *   scripts, runcmd                         at most once per instance: the
+ *   scripts_user (scripts and runcmd)       at most once per instance: the
  *                                           marker is set before running,
  *                                           as cloud-init's semaphores
  *   final_message                           every boot (cloud-init's too) */
@@ -130,9 +130,122 @@ char *ci_hosts_update(const char *old, size_t len, const char *fqdn,
 	return buf_steal(&b, NULL);
 }
 
+/* One /etc/hosts line as cloud-init's HostsConf holds it. */
+struct hline {
+	char **f;   /* fields; NULL for a blank or comment-only line */
+	char *tail; /* the comment after the fields, or the whole line */
+};
+
+static void hline_parse(struct hline *h, const char *line, size_t n)
+{
+	cleanup_free char *s = xstrndup(line, n);
+	char *t = s + strspn(s, " \t\r\v\f"), *hash, *end;
+	size_t k = 0;
+
+	end = t + strlen(t);
+	while (end > t && strchr(" \t\r\v\f", end[-1]))
+		*--end = '\0';
+	hash = strchr(t, '#');
+	memset(h, 0, sizeof(*h));
+	if (!*t || hash == t) {
+		h->tail = xstrndup(line, n);
+		return;
+	}
+	h->tail = xstrdup(hash ? hash : "");
+	if (hash)
+		*hash = '\0';
+	h->f = xcalloc(strlen(t) / 2 + 2, sizeof(char *));
+	for (char *p = t; *p;) {
+		size_t w;
+		p += strspn(p, " \t\r\v\f");
+		w = strcspn(p, " \t\r\v\f");
+		if (w)
+			h->f[k++] = xstrndup(p, w);
+		p += w;
+	}
+	if (!k) { /* only spaces before the comment */
+		free(h->f);
+		h->f = NULL;
+		free(h->tail);
+		h->tail = xstrndup(line, n);
+	}
+}
+
+static bool hline_is(const struct hline *h, const char *ip)
+{
+	return h->f && h->f[0] && !strcmp(h->f[0], ip);
+}
+
+/* cloud-init's update_etc_hosts (manage_etc_hosts: localhost): unless a
+ * "127.0.1.1 FQDN … HOSTNAME …" entry is there, every 127.0.1.1 line is
+ * removed and they come back at the end, followed by "127.0.1.1 FQDN
+ * HOSTNAME"; the file is rewritten as HostsConf prints it (fields joined by
+ * tabs). NULL when nothing changes. */
+char *ci_hosts_canonical(const char *old, size_t len, bool existed,
+			 const char *fqdn, const char *shortname)
+{
+	struct hline *v = NULL, *mine = NULL;
+	size_t n = 0, cap = 0, nm = 0, mcap = 0;
+	bool need = true;
+	struct buf b;
+
+	for (const char *p = old, *end = old + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t ln = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		struct hline h;
+		hline_parse(&h, p, ln);
+		if (hline_is(&h, "127.0.1.1")) {
+			bool alias = false;
+			for (char **a = h.f + 1; *a && a[1]; a++)
+				alias |= !strcmp(a[1], shortname);
+			if (h.f[1] && !strcmp(h.f[1], fqdn) && alias)
+				need = false;
+			h.tail = (free(h.tail), xstrdup(""));
+			*CI_PUSH(mine, nm, mcap) = h;
+		} else {
+			*CI_PUSH(v, n, cap) = h;
+		}
+		p += ln + (nl ? 1 : 0);
+	}
+	buf_init(&b, 0);
+	if (need) {
+		struct hline *add = CI_PUSH(mine, nm, mcap);
+		add->f = xcalloc(4, sizeof(char *));
+		add->f[0] = xstrdup("127.0.1.1");
+		add->f[1] = xstrdup(fqdn);
+		add->f[2] = xstrdup(shortname);
+		add->tail = xstrdup("");
+		if (!existed) {
+			cleanup_free char *h = ci_header("Added");
+			buf_append(&b, h, strlen(h), NULL);
+			buf_append(&b, "\n", 1, NULL);
+		}
+	}
+	for (size_t i = 0; i < n + nm; i++) {
+		struct hline *h = i < n ? &v[i] : &mine[i - n];
+		for (char **f = h->f; f && *f; f++) {
+			if (f != h->f)
+				buf_append(&b, "\t", 1, NULL);
+			buf_append(&b, *f, strlen(*f), NULL);
+		}
+		buf_append(&b, h->tail, strlen(h->tail), NULL);
+		buf_append(&b, "\n", 1, NULL);
+		strv_free(h->f);
+		free(h->tail);
+	}
+	buf_append(&b, "\n", 1, NULL); /* "%s\n" % hosts */
+	free(v);
+	free(mine);
+	if (!need) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b, NULL);
+}
+
 static int hostname_files(const struct ci_ctx *c, const char *name,
 			  const char *fqdn, const char *shortname,
-			  struct cerr *e)
+			  bool touch_hosts, struct cerr *e)
 {
 	struct buf hosts;
 	cleanup_free char *line = xasprintf("%s\n", name);
@@ -141,6 +254,8 @@ static int hostname_files(const struct ci_ctx *c, const char *name,
 	if (ci_write_file(c->rootfd, "etc/hostname", line, strlen(line), 0644,
 			  NULL, e) < 0)
 		return -1;
+	if (!touch_hosts)
+		return 0;
 	buf_init(&hosts, 1u << 20);
 	if (ci_read_file(c->rootfd, "etc/hosts", &hosts, e) < 0) {
 		if (e->code != ENOENT) {
@@ -149,9 +264,16 @@ static int hostname_files(const struct ci_ctx *c, const char *name,
 		}
 		cerr_clear(e);
 	}
-	text = ci_hosts_update(hosts.data ? hosts.data : "", hosts.len, fqdn,
-			       shortname);
+	if (c->cfg->manage_etc_hosts == 2)
+		text = ci_hosts_canonical(hosts.data ? hosts.data : "",
+					  hosts.len, hosts.data != NULL,
+					  fqdn ? fqdn : shortname, shortname);
+	else
+		text = ci_hosts_update(hosts.data ? hosts.data : "", hosts.len,
+				       fqdn, shortname);
 	buf_free(&hosts);
+	if (!text)
+		return 0;
 	return ci_write_file(c->rootfd, "etc/hosts", text, strlen(text), 0644,
 			     NULL, e);
 }
@@ -169,7 +291,9 @@ static int mod_hostname(const struct ci_ctx *c)
 		ci_log(LOG_ERROR, "hostname: '%s' is over 64 characters", name);
 		return -1;
 	}
-	if (hostname_files(c, name, fqdn, shortname, &e) < 0) {
+	if (hostname_files(c, name, fqdn, shortname,
+			   !c->o->canonical_hosts || c->cfg->manage_etc_hosts,
+			   &e) < 0) {
 		ci_log(LOG_ERROR, "hostname: %s", e.msg);
 		return -1;
 	}
@@ -194,42 +318,43 @@ static bool want_hostname(const struct ci_ctx *c)
 
 /* ---- commands and scripts ---- */
 
-static int run_cmds(const struct ci_ctx *c, const struct ci_cmd *v, size_t n,
-		    const char *what)
+char *ci_shellify(const struct ci_cmd *v, size_t n)
 {
-	int failed = 0;
+	struct buf b;
 
+	buf_init(&b, 0);
+	buf_append(&b, "#!/bin/sh\n", 10, NULL);
 	for (size_t i = 0; i < n; i++) {
-		char label[64];
-		struct cerr e = {0};
-		int status;
-
-		snprintf(label, sizeof(label), "%s[%zu] (line %d)", what, i,
-			 v[i].line);
-		if (ci_exec(c, label, v[i].shell, v[i].argv, &status, &e) < 0 ||
-		    ci_exec_status(label, status, &e) < 0) {
-			ci_log(LOG_ERROR, "%s", e.msg);
-			failed++;
+		if (v[i].shell) {
+			buf_append(&b, v[i].shell, strlen(v[i].shell), NULL);
+			buf_append(&b, "\n", 1, NULL);
+			continue;
 		}
+		/* Each argument in single quotes, a quote as '\'' */
+		for (char *const *a = v[i].argv; a && *a; a++) {
+			if (a != v[i].argv)
+				buf_append(&b, " ", 1, NULL);
+			buf_append(&b, "'", 1, NULL);
+			for (const char *p = *a; *p; p++) {
+				if (*p == '\'')
+					buf_append(&b, "'\\''", 4, NULL);
+				else
+					buf_append(&b, p, 1, NULL);
+			}
+			buf_append(&b, "'", 1, NULL);
+		}
+		buf_append(&b, "\n", 1, NULL);
 	}
-	return failed ? -1 : 0;
-}
-
-static int mod_bootcmd(const struct ci_ctx *c)
-{
-	return run_cmds(c, c->cfg->bootcmd, c->cfg->n_bootcmd, "bootcmd");
-}
-
-static int mod_runcmd(const struct ci_ctx *c)
-{
-	return run_cmds(c, c->cfg->runcmd, c->cfg->n_runcmd, "runcmd");
+	return buf_steal(&b, NULL);
 }
 
 /* Save a script under the state dir (a record, as cloud-init keeps) and
  * run it from there; chrooted commands need it inside the root, so it is
- * copied to ROOT/run/cell-cloudinit/ for the run. */
+ * copied to ROOT/run/cell-cloudinit/ for the run. With via_sh it runs as
+ * `/bin/sh FILE`, else as the file itself (a body without #! still gets a
+ * shell: the kernel cannot run it). */
 static int run_script(const struct ci_ctx *c, const char *kind,
-		      const struct ci_script *s, struct cerr *e)
+		      const struct ci_script *s, bool via_sh, struct cerr *e)
 {
 	cleanup_free char *rel = xasprintf("%s/%s", kind, s->name);
 	cleanup_free char *tmp = xasprintf("run/cell-cloudinit/%s", rel);
@@ -247,9 +372,9 @@ static int run_script(const struct ci_ctx *c, const char *kind,
 	path = chrooted ? xasprintf("/%s", tmp)
 			: xasprintf("%s/instances/%s/%s", c->state_dir,
 				    c->st->iid_dir, rel);
-	/* Without a #! line the kernel cannot run it; a shell can. */
-	argv[0] = str_has_prefix(s->body, "#!") ? path : (char *)"/bin/sh";
-	argv[1] = str_has_prefix(s->body, "#!") ? NULL : path;
+	via_sh |= !str_has_prefix(s->body, "#!");
+	argv[0] = via_sh ? (char *)"/bin/sh" : path;
+	argv[1] = via_sh ? path : NULL;
 	r = ci_exec(c, rel, NULL, argv, &status, e);
 	if (r == 0)
 		r = ci_exec_status(rel, status, e);
@@ -266,6 +391,59 @@ static int run_script(const struct ci_ctx *c, const char *kind,
 	return r;
 }
 
+/* bootcmd as cloud-init runs it: all items in one script (shellify),
+ * `/bin/sh FILE`, its exit status the module's. */
+static int mod_bootcmd(const struct ci_ctx *c)
+{
+	cleanup_free char *body =
+	    ci_shellify(c->cfg->bootcmd, c->cfg->n_bootcmd);
+	struct ci_script s = {(char *)"bootcmd", body, strlen(body)};
+	struct cerr e = {0};
+
+	if (run_script(c, "bootcmd", &s, true, &e) < 0) {
+		ci_log(LOG_ERROR, "%s", e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct ci_script *)a)->name,
+		      ((const struct ci_script *)b)->name);
+}
+
+/* cloud-init's scripts-user: the user-data scripts and the runcmd script
+ * share one directory and run in name order (part-001 < runcmd <
+ * setup.sh); runcmd, written later, replaces a part of that name. */
+static int mod_scripts_user(const struct ci_ctx *c)
+{
+	size_t n = 0;
+	struct ci_script *v =
+	    xcalloc(c->cfg->n_scripts + 1, sizeof(struct ci_script));
+	cleanup_free char *runcmd = NULL;
+	int failed = 0;
+
+	if (c->cfg->has_runcmd)
+		runcmd = ci_shellify(c->cfg->runcmd, c->cfg->n_runcmd);
+	for (size_t i = 0; i < c->cfg->n_scripts; i++)
+		if (!runcmd || strcmp(c->cfg->scripts[i].name, "runcmd"))
+			v[n++] = c->cfg->scripts[i];
+	if (runcmd)
+		v[n++] = (struct ci_script){(char *)"runcmd", runcmd,
+					    strlen(runcmd)};
+	qsort(v, n, sizeof(*v), by_name);
+	for (size_t i = 0; i < n; i++) {
+		struct cerr e = {0};
+		if (run_script(c, "scripts", &v[i], false, &e) < 0) {
+			ci_log(LOG_ERROR, "%s", e.msg);
+			failed++;
+		}
+	}
+	free(v);
+	return failed ? -1 : 0;
+}
+
 static int run_scripts(const struct ci_ctx *c, const char *kind,
 		       const struct ci_script *v, size_t n)
 {
@@ -273,7 +451,7 @@ static int run_scripts(const struct ci_ctx *c, const char *kind,
 
 	for (size_t i = 0; i < n; i++) {
 		struct cerr e = {0};
-		if (run_script(c, kind, &v[i], &e) < 0) {
+		if (run_script(c, kind, &v[i], false, &e) < 0) {
 			ci_log(LOG_ERROR, "%s", e.msg);
 			failed++;
 		}
@@ -285,11 +463,6 @@ static int mod_boothooks(const struct ci_ctx *c)
 {
 	return run_scripts(c, "boothooks", c->cfg->boothooks,
 			   c->cfg->n_boothooks);
-}
-
-static int mod_scripts(const struct ci_ctx *c)
-{
-	return run_scripts(c, "scripts", c->cfg->scripts, c->cfg->n_scripts);
 }
 
 /* ---- files and keys ---- */
@@ -346,13 +519,23 @@ static int mod_ssh_keys(const struct ci_ctx *c)
 	r = ci_authorize_keys(c->rootfd, c->o->default_user, all, &e);
 	if (r < 0)
 		ci_log(LOG_ERROR, "ssh_authorized_keys: %s", e.msg);
+	/* cloud-init's ssh module gives them to the distribution's default
+	 * user too, when users: lists it. */
+	if (r == 0 && c->cfg->default_user) {
+		cleanup_free char *du = ci_default_user_name(c->rootfd);
+		if (du && strcmp(du, c->o->default_user) &&
+		    (r = ci_authorize_keys(c->rootfd, du, all, &e)) < 0)
+			ci_log(LOG_ERROR, "ssh_authorized_keys: %s", e.msg);
+	}
 	free(all);
 	return r;
 }
 
+/* Every instance, keys or not: cloud-init's ssh module always leaves the
+ * default user an authorized_keys file, empty when there are none. */
 static bool want_ssh_keys(const struct ci_ctx *c)
 {
-	return c->cfg->ssh_keys || (c->meta && c->meta->keys);
+	return true;
 }
 
 /* ---- final_message ---- */
@@ -452,7 +635,7 @@ static bool want_boothooks(const struct ci_ctx *c)
 }
 static bool want_bootcmd(const struct ci_ctx *c)
 {
-	return c->cfg->n_bootcmd > 0;
+	return c->cfg->has_bootcmd;
 }
 static bool want_files(const struct ci_ctx *c)
 {
@@ -464,15 +647,11 @@ static bool want_milpa(const struct ci_ctx *c)
 }
 static bool want_users(const struct ci_ctx *c)
 {
-	return c->cfg->n_users || c->cfg->n_groups;
+	return c->cfg->n_users || c->cfg->n_groups || c->cfg->default_user;
 }
 static bool want_scripts(const struct ci_ctx *c)
 {
-	return c->cfg->n_scripts > 0;
-}
-static bool want_runcmd(const struct ci_ctx *c)
-{
-	return c->cfg->n_runcmd > 0;
+	return c->cfg->n_scripts > 0 || c->cfg->has_runcmd;
 }
 static bool want_always(const struct ci_ctx *c)
 {
@@ -493,8 +672,7 @@ static const struct module {
     {"users_groups", ONCE_AFTER, want_users, ci_users_groups},
     {"ssh_authorized_keys", ONCE_AFTER, want_ssh_keys, mod_ssh_keys},
     {"write_files_deferred", ONCE_AFTER, want_deferred, mod_deferred},
-    {"scripts", ONCE_BEFORE, want_scripts, mod_scripts},
-    {"runcmd", ONCE_BEFORE, want_runcmd, mod_runcmd},
+    {"scripts_user", ONCE_BEFORE, want_scripts, mod_scripts_user},
     {"final_message", ALWAYS, want_always, mod_final_message},
 };
 

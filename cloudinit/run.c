@@ -194,9 +194,11 @@ int ci_run(const struct ci_opts *in)
 			    .null_fd = r.nullfd,
 			    .start_ns = c.start_ns};
 	ci_apply(&c, &rep);
-	rc = r.cfg.problems.errors ? CI_EXIT_DOCUMENT
-	     : rep.failed	   ? CI_EXIT_FAILED
-				   : CI_EXIT_OK;
+	/* --canonical-yaml: a part that is not YAML counts as a warning. */
+	rc = r.cfg.problems.errors > (r.o.canonical_yaml ? r.cfg.bad_yaml : 0)
+		 ? CI_EXIT_DOCUMENT
+	     : rep.failed ? CI_EXIT_FAILED
+			  : CI_EXIT_OK;
 	snprintf(summary, sizeof(summary),
 		 "modules ran %d, failed %d, skipped %d; user-data errors %zu",
 		 rep.ran, rep.failed, rep.skipped, r.cfg.problems.errors);

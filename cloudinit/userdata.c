@@ -97,26 +97,48 @@ enum ci_kind ci_userdata_kind(const char *p, size_t n, const char **what)
 	return CI_KIND_UNKNOWN;
 }
 
-/* A script's file name from a MIME filename: its last component, in a
- * safe alphabet, unique among the scripts seen so far; else part-NNN. */
-static char *script_name(struct ci_parse *ps, const char *filename,
-			 const struct ci_script *v, size_t n)
+/* A script's file name as cloud-init's clean_filename makes it: '/'
+ * becomes '_', characters outside [A-Za-z0-9_.()-] are dropped; a part
+ * without a usable name is part-NNN, its 1-based place among the parts. */
+static char *script_name(struct ci_parse *ps, const char *filename)
 {
-	const char *base = filename ? strrchr(filename, '/') : NULL;
-	char *name;
+	static const char ok[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+	    "vwxyz0123456789_-.()";
+	char name[129];
+	size_t k = 0;
 
-	base = base ? base + 1 : filename;
-	if (base && *base && *base != '.' && strlen(base) <= 64 &&
-	    strspn(base, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-			 "0123456789._-") == strlen(base)) {
-		bool dup = false;
-		for (size_t i = 0; i < n; i++)
-			dup |= !strcmp(v[i].name, base);
-		if (!dup)
-			return xstrdup(base);
+	for (const char *f = filename; f && *f && k < sizeof(name) - 1; f++) {
+		if (*f == '/')
+			name[k++] = '_';
+		else if (strchr(ok, *f))
+			name[k++] = *f;
 	}
-	name = xasprintf("part-%03d", ps->n_parts ? ps->n_parts : 1);
-	return name;
+	name[k] = '\0';
+	if (!k || !strcmp(name, ".") || !strcmp(name, ".."))
+		return xasprintf("part-%03d", ps->n_parts ? ps->n_parts : 1);
+	return xstrdup(name);
+}
+
+/* A later part of the same name replaces the earlier one, as the file it
+ * is written to does in cloud-init. */
+static struct ci_script *script_slot(struct ci_script **v, size_t *n,
+				     size_t *cap, char *name)
+{
+	struct ci_script *s;
+
+	for (size_t i = 0; i < *n; i++) {
+		if (strcmp((*v)[i].name, name))
+			continue;
+		s = &(*v)[i];
+		free(s->body);
+		free(s->name);
+		s->name = name;
+		return s;
+	}
+	s = CI_PUSH(*v, *n, *cap);
+	s->name = name;
+	return s;
 }
 
 void ci_parse_script(struct ci_parse *ps, bool boothook, const char *p,
@@ -132,17 +154,13 @@ void ci_parse_script(struct ci_parse *ps, bool boothook, const char *p,
 		size_t skip = !starts(p, n, "#cloud-boothook") ? 0
 			      : nl ? (size_t)(nl - p) + 1
 				   : n;
-		char *name =
-		    script_name(ps, filename, c->boothooks, c->n_boothooks);
-		s = CI_PUSH(c->boothooks, c->n_boothooks, c->cap_boothooks);
-		s->name = name;
+		s = script_slot(&c->boothooks, &c->n_boothooks,
+				&c->cap_boothooks, script_name(ps, filename));
 		p += skip;
 		n -= skip;
 	} else {
-		char *name =
-		    script_name(ps, filename, c->scripts, c->n_scripts);
-		s = CI_PUSH(c->scripts, c->n_scripts, c->cap_scripts);
-		s->name = name;
+		s = script_slot(&c->scripts, &c->n_scripts, &c->cap_scripts,
+				script_name(ps, filename));
 	}
 	s->body = xmalloc(n + 1);
 	memcpy(s->body, p, n);

@@ -5,6 +5,7 @@
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,12 +57,15 @@ int path_clean(const char *in, char *out, size_t outsz, struct cerr *e)
 	return 0;
 }
 
-static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode)
+static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode,
+		       enum path_scope scope)
 {
 	struct open_how how = {
 	    .flags = (unsigned)flags | O_CLOEXEC,
 	    .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	    .resolve =
+		(scope == PATH_IN_ROOT ? RESOLVE_IN_ROOT : RESOLVE_BENEATH) |
+		RESOLVE_NO_MAGICLINKS,
 	};
 	int fd, tries = 0;
 
@@ -86,85 +90,198 @@ static int splice_link(char *rest, size_t restsz, const char *t, size_t tlen)
 	return 0;
 }
 
-/* The fallback: walk component by component, never following a symlink
- * without checking where it goes. */
-static int walk_beneath(int rootfd, const char *rel, int flags, mode_t mode)
-{
-	int stack[MAX_DEPTH], depth = 0, links = 0, ret = -1;
+/* The fallback walker's state: a stack of directory fds from the root down,
+ * the path it spells (relative to the root), and what is left to walk. */
+struct walk {
+	enum path_scope scope;
+	int stack[MAX_DEPTH];
+	size_t spell[MAX_DEPTH]; /* length of `path` at each depth */
+	int depth, links;
+	char path[PATH_MAX_INPUT];
 	char rest[PATH_MAX_INPUT * 2];
+};
 
-	if (strlen(rel) >= sizeof(rest)) {
+static void walk_pop_to(struct walk *w, int depth)
+{
+	while (w->depth > depth)
+		close(w->stack[w->depth--]);
+	w->path[w->spell[w->depth]] = '\0';
+}
+
+static int walk_push(struct walk *w, int fd, const char *name)
+{
+	size_t at = w->spell[w->depth], n = strlen(name);
+
+	if (w->depth + 1 >= MAX_DEPTH || at + n + 2 > sizeof(w->path)) {
+		close(fd);
+		errno = w->depth + 1 >= MAX_DEPTH ? ELOOP : ENAMETOOLONG;
+		return -1;
+	}
+	if (at)
+		w->path[at++] = '/';
+	memcpy(w->path + at, name, n + 1);
+	w->stack[++w->depth] = fd;
+	w->spell[w->depth] = at + n;
+	return 0;
+}
+
+/* Take the next component of w->rest into name; *last says whether it was
+ * the final one. 0 when rest is empty, 1 with a name, -1 on error. */
+static int walk_next(struct walk *w, char *name, size_t namesz, bool *last)
+{
+	char *s = w->rest, *slash;
+	size_t n;
+
+	while (*s == '/')
+		s++;
+	if (s != w->rest)
+		memmove(w->rest, s, strlen(s) + 1);
+	if (!w->rest[0])
+		return 0;
+	slash = strchr(w->rest, '/');
+	n = slash ? (size_t)(slash - w->rest) : strlen(w->rest);
+	if (n >= namesz) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	memcpy(rest, rel, strlen(rel) + 1);
-	stack[0] = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
-	if (stack[0] < 0)
+	memcpy(name, w->rest, n);
+	name[n] = '\0';
+	memmove(w->rest, w->rest + n, strlen(w->rest + n) + 1);
+	*last = w->rest[strspn(w->rest, "/")] == '\0';
+	return 1;
+}
+
+/* A symlink met on the walk: splice its target in front of what is left.
+ * An absolute target restarts at the root (in-root) or is refused. */
+static int walk_link(struct walk *w, int top, const char *name)
+{
+	char t[PATH_MAX_INPUT];
+	ssize_t tl = readlinkat(top, name, t, sizeof(t) - 1);
+
+	if (tl < 0)
+		return -1;
+	if (++w->links > MAX_SYMLINKS) {
+		errno = ELOOP;
+		return -1;
+	}
+	if (tl == 0) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (t[0] == '/') {
+		if (w->scope != PATH_IN_ROOT) {
+			errno = EXDEV;
+			return -1;
+		}
+		walk_pop_to(w, 0);
+	}
+	return splice_link(w->rest, sizeof(w->rest), t, (size_t)tl);
+}
+
+static int spell_add(struct walk *w, const char *name)
+{
+	size_t at = strlen(w->path), n = strlen(name);
+
+	if (!strcmp(name, "."))
+		return 0;
+	if (!strcmp(name, "..")) {
+		char *cut = strrchr(w->path, '/');
+		*(cut ? cut : w->path) = '\0';
+		return 0;
+	}
+	if (at + n + 2 > sizeof(w->path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (at)
+		w->path[at++] = '/';
+	memcpy(w->path + at, name, n + 1);
+	return 0;
+}
+
+/* What is left after a missing component, spelt onto w->path lexically
+ * (there is nothing to follow); ".." drops a component, never past the
+ * root. */
+static int walk_spell_rest(struct walk *w, const char *name)
+{
+	char comp[256];
+	bool last;
+	int r;
+
+	if (spell_add(w, name) < 0)
+		return -1;
+	while ((r = walk_next(w, comp, sizeof(comp), &last)) == 1)
+		if (spell_add(w, comp) < 0)
+			return -1;
+	return r;
+}
+
+/* The fallback: walk component by component, never following a symlink
+ * without checking where it goes. With spell, nothing is opened at the end:
+ * w->path holds where the path leads (missing components spelt as given). */
+static int walk(struct walk *w, int rootfd, const char *rel, int flags,
+		mode_t mode, bool spell)
+{
+	int ret = -1;
+
+	if (strlen(rel) >= sizeof(w->rest)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(w->rest, rel, strlen(rel) + 1);
+	w->depth = w->links = 0;
+	w->spell[0] = 0;
+	w->path[0] = '\0';
+	w->stack[0] = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+	if (w->stack[0] < 0)
 		return -1;
 	for (;;) {
 		char name[256];
-		char *s = rest, *slash;
-		size_t n;
-		bool last;
+		bool last = false;
 		struct stat st;
-		int fd, top = stack[depth];
+		int fd, top = w->stack[w->depth];
+		int r = walk_next(w, name, sizeof(name), &last);
 
-		while (*s == '/')
-			s++;
-		if (s != rest)
-			memmove(rest, s, strlen(s) + 1);
-		if (!rest[0]) { /* the path named the directory itself */
-			ret = openat(top, ".", flags | O_CLOEXEC, mode);
+		if (r < 0)
+			break;
+		if (r == 0) { /* the path named the directory itself */
+			ret = spell ? 0
+				    : openat(top, ".", flags | O_CLOEXEC, mode);
 			break;
 		}
-		slash = strchr(rest, '/');
-		n = slash ? (size_t)(slash - rest) : strlen(rest);
-		if (n >= sizeof(name)) {
-			errno = ENAMETOOLONG;
-			break;
-		}
-		memcpy(name, rest, n);
-		name[n] = '\0';
-		memmove(rest, rest + n, strlen(rest + n) + 1);
-		last = rest[strspn(rest, "/")] == '\0';
 		if (!strcmp(name, "."))
 			continue;
 		if (!strcmp(name, "..")) {
-			if (depth == 0) {
+			if (w->depth == 0 && w->scope != PATH_IN_ROOT) {
 				errno = EXDEV;
 				break;
 			}
-			close(stack[depth--]);
+			if (w->depth > 0)
+				walk_pop_to(w, w->depth - 1);
 			continue;
 		}
-		if (last && (flags & O_NOFOLLOW)) {
+		if (last && (flags & O_NOFOLLOW) && !spell) {
 			ret = openat(top, name, flags | O_CLOEXEC, mode);
 			break;
 		}
 		if (fstatat(top, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (last && errno == ENOENT && (flags & O_CREAT))
+			if (errno == ENOENT && spell)
+				ret = walk_spell_rest(w, name);
+			else if (last && errno == ENOENT && (flags & O_CREAT))
 				ret = openat(top, name,
 					     flags | O_CLOEXEC | O_NOFOLLOW,
 					     mode);
 			break;
 		}
-		if (S_ISLNK(st.st_mode)) {
-			char t[PATH_MAX_INPUT];
-			ssize_t tl = readlinkat(top, name, t, sizeof(t) - 1);
-
-			if (tl < 0)
-				break;
-			if (++links > MAX_SYMLINKS) {
-				errno = ELOOP;
-				break;
-			}
-			if (tl == 0 || t[0] == '/') {
-				errno = EXDEV;
-				break;
-			}
-			if (splice_link(rest, sizeof(rest), t, (size_t)tl) < 0)
+		if (S_ISLNK(st.st_mode) &&
+		    !(last && spell && (flags & O_NOFOLLOW))) {
+			if (walk_link(w, top, name) < 0)
 				break;
 			continue;
+		}
+		if (last && spell) {
+			ret = walk_spell_rest(w, name);
+			break;
 		}
 		if (last) {
 			ret = openat(top, name, flags | O_CLOEXEC | O_NOFOLLOW,
@@ -175,55 +292,89 @@ static int walk_beneath(int rootfd, const char *rel, int flags, mode_t mode)
 			errno = ENOTDIR;
 			break;
 		}
-		if (depth + 1 >= MAX_DEPTH) {
-			errno = ELOOP;
-			break;
-		}
 		fd = openat(top, name,
 			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0 || walk_push(w, fd, name) < 0)
 			break;
-		stack[++depth] = fd;
 	}
 	{
 		int saved = errno;
-		while (depth >= 0)
-			close(stack[depth--]);
+		while (w->depth >= 0)
+			close(w->stack[w->depth--]);
 		errno = saved;
 	}
 	return ret;
 }
 
-static int open_beneath_raw(int rootfd, const char *rel, int flags, mode_t mode)
+static int open_raw(int rootfd, const char *rel, int flags, mode_t mode,
+		    enum path_scope scope)
 {
+	struct walk *w;
+	int fd;
+
 	if (!force_fallback && have_openat2 != 0) {
-		int fd = sys_openat2(rootfd, *rel ? rel : ".", flags, mode);
+		fd = sys_openat2(rootfd, *rel ? rel : ".", flags, mode, scope);
 		if (fd >= 0 || errno != ENOSYS) {
 			have_openat2 = 1;
 			return fd;
 		}
 		have_openat2 = 0;
 	}
-	return walk_beneath(rootfd, rel, flags, mode);
+	w = xmalloc(sizeof(*w));
+	w->scope = scope;
+	fd = walk(w, rootfd, rel, flags, mode, false);
+	{
+		int saved = errno;
+		free(w);
+		errno = saved;
+	}
+	return fd;
+}
+
+static int open_fail(const char *rel, struct cerr *e)
+{
+	if (errno == EXDEV || (errno == ELOOP))
+		return cerr_set(e, errno, "'%s' resolves outside the root%s",
+				rel, errno == ELOOP ? " or loops" : "");
+	return cerr_sys(e, "open '%s'", rel);
+}
+
+int path_open_at(int rootfd, const char *rel, int flags, mode_t mode,
+		 enum path_scope scope, struct cerr *e)
+{
+	int fd = open_raw(rootfd, rel, flags, mode, scope);
+
+	return fd < 0 ? open_fail(rel, e) : fd;
 }
 
 int path_open_beneath(int rootfd, const char *rel, int flags, mode_t mode,
 		      struct cerr *e)
 {
-	int fd = open_beneath_raw(rootfd, rel, flags, mode);
+	return path_open_at(rootfd, rel, flags, mode, PATH_BENEATH, e);
+}
 
-	if (fd < 0) {
-		if (errno == EXDEV || errno == ELOOP)
-			return cerr_set(e, errno,
-					"'%s' resolves outside the root", rel);
-		return cerr_sys(e, "open '%s'", rel);
-	}
-	return fd;
+int path_resolve_in_root(int rootfd, const char *rel, bool follow_last,
+			 char *out, size_t outsz, struct cerr *e)
+{
+	struct walk *w = xmalloc(sizeof(*w));
+	int r;
+
+	w->scope = PATH_IN_ROOT;
+	r = walk(w, rootfd, rel, follow_last ? 0 : O_NOFOLLOW, 0, true);
+	if (r < 0)
+		open_fail(rel, e);
+	else if (strlen(w->path) >= outsz)
+		r = cerr_set(e, ENAMETOOLONG, "path '%.64s…' is too long", rel);
+	else
+		memcpy(out, w->path, strlen(w->path) + 1);
+	free(w);
+	return r;
 }
 
 /* Slow path of path_open_parent: resolve each prefix of dir in turn and
  * create the ones that are missing, inside the directory already resolved. */
-static int mkdirs_beneath(int rootfd, const char *dir, struct cerr *e)
+static int mkdirs_beneath(int rootfd, const char *dir, enum path_scope scope,
+			  struct cerr *e)
 {
 	char prefix[PATH_MAX_INPUT];
 	size_t len = strlen(dir), start = 0;
@@ -242,7 +393,7 @@ static int mkdirs_beneath(int rootfd, const char *dir, struct cerr *e)
 			continue;
 		memcpy(prefix, dir, i);
 		prefix[i] = '\0';
-		fd = open_beneath_raw(rootfd, prefix, O_PATH | O_DIRECTORY, 0);
+		fd = open_raw(rootfd, prefix, O_PATH | O_DIRECTORY, 0, scope);
 		if (fd < 0 && errno == ENOENT) {
 			if (mkdirat(prev, prefix + start, 0755) < 0 &&
 			    errno != EEXIST) {
@@ -250,8 +401,8 @@ static int mkdirs_beneath(int rootfd, const char *dir, struct cerr *e)
 				close(prev);
 				return -1;
 			}
-			fd = open_beneath_raw(rootfd, prefix,
-					      O_PATH | O_DIRECTORY, 0);
+			fd = open_raw(rootfd, prefix, O_PATH | O_DIRECTORY, 0,
+				      scope);
 		}
 		if (fd < 0) {
 			int saved = errno;
@@ -270,8 +421,9 @@ static int mkdirs_beneath(int rootfd, const char *dir, struct cerr *e)
 	return prev;
 }
 
-int path_open_parent(int rootfd, const char *rel, bool mkdirs,
-		     const char **base, struct cerr *e)
+int path_open_parent_at(int rootfd, const char *rel, bool mkdirs,
+			enum path_scope scope, const char **base,
+			struct cerr *e)
 {
 	const char *slash = strrchr(rel, '/');
 	char dir[PATH_MAX_INPUT];
@@ -287,13 +439,29 @@ int path_open_parent(int rootfd, const char *rel, bool mkdirs,
 				rel);
 	memcpy(dir, rel, n);
 	dir[n] = '\0';
-	fd = open_beneath_raw(rootfd, dir, O_PATH | O_DIRECTORY, 0);
+	fd = open_raw(rootfd, dir, O_PATH | O_DIRECTORY, 0, scope);
 	if (fd >= 0)
 		return fd;
+	if (errno == ENOENT && mkdirs && scope == PATH_IN_ROOT) {
+		/* Make what is missing where the links lead (a dangling
+		 * /var/run -> /run gets its /run). */
+		char real[PATH_MAX_INPUT];
+
+		if (path_resolve_in_root(rootfd, dir, true, real, sizeof(real),
+					 e) < 0)
+			return -1;
+		return mkdirs_beneath(rootfd, real, scope, e);
+	}
 	if (errno == ENOENT && mkdirs)
-		return mkdirs_beneath(rootfd, dir, e);
+		return mkdirs_beneath(rootfd, dir, scope, e);
 	if (errno == EXDEV || errno == ELOOP)
 		return cerr_set(e, errno, "'%s' resolves outside the root",
 				rel);
 	return cerr_sys(e, "open parent of '%s'", rel);
+}
+
+int path_open_parent(int rootfd, const char *rel, bool mkdirs,
+		     const char **base, struct cerr *e)
+{
+	return path_open_parent_at(rootfd, rel, mkdirs, PATH_BENEATH, base, e);
 }

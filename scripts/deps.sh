@@ -17,6 +17,7 @@ PKGS=(
 	python3-botocore # cloudinit: checks the fake IMDS against a real client
 	zstd attr curl jq iproute2 util-linux kmod e2fsprogs time procps
 	ca-certificates
+	mmdebstrap # cloudinit: the Debian root canonical cloud-init is compared in
 )
 missing=()
 for p in "${PKGS[@]}"; do

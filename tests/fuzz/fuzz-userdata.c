@@ -56,6 +56,20 @@ static void check_users(const struct ci_config *c)
 			abort();
 }
 
+/* Script names become file names in the state dir: one clean component,
+ * unique. And the runcmd script can always be made. */
+static void check_scripts(const struct ci_script *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].name || !v[i].name[0] || strchr(v[i].name, '/') ||
+		    !strcmp(v[i].name, ".") || !strcmp(v[i].name, ".."))
+			abort();
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(v[i].name, v[k].name))
+				abort();
+	}
+}
+
 static void check(const struct ci_config *c, int r)
 {
 	if ((r < 0) != (c->problems.errors > 0))
@@ -68,6 +82,9 @@ static void check(const struct ci_config *c, int r)
 	check_cmds(c->bootcmd, c->n_bootcmd);
 	check_cmds(c->runcmd, c->n_runcmd);
 	check_users(c);
+	check_scripts(c->scripts, c->n_scripts);
+	check_scripts(c->boothooks, c->n_boothooks);
+	free(ci_shellify(c->runcmd, c->n_runcmd));
 	if ((c->hostname && !ci_hostname_ok(c->hostname)) ||
 	    (c->fqdn && !ci_hostname_ok(c->fqdn)))
 		abort();
@@ -95,5 +112,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (strchr(*k, '\n'))
 				abort();
 	ci_meta_free(&m);
+	{
+		/* The image's cloud.cfg is outside input too. */
+		struct ci_user u = {0};
+		if (ci_cc_default_user((const char *)data, size, &u) == 0 &&
+		    (!u.name || strpbrk(u.name, ":\n") ||
+		     (u.gecos && strpbrk(u.gecos, ":\n"))))
+			abort();
+		ci_user_free(&u);
+	}
 	return 0;
 }

@@ -310,6 +310,53 @@ static void test_cmds(void)
 	ci_config_free(&c);
 }
 
+/* The script runcmd becomes, byte for byte as cloud-init's shellify. */
+static void test_shellify(void)
+{
+	struct ci_config c;
+	char *sh;
+	int r = parse("#cloud-config\n"
+		      "runcmd:\n"
+		      "  - cd /tmp && echo \"$HOME\"\n"
+		      "  - [echo, \"it's\", 'a b', '$x', '']\n"
+		      "  -\n"
+		      "  - [\"/bin/true\"]\n"
+		      "bootcmd: [echo one, false]\n",
+		      &c);
+
+	ok(r < 0 && c.has_runcmd && c.n_runcmd == 3, "runcmd parsed");
+	sh = ci_shellify(c.runcmd, c.n_runcmd);
+	is_str(sh,
+	       "#!/bin/sh\n"
+	       "cd /tmp && echo \"$HOME\"\n"
+	       "'echo' 'it'\\''s' 'a b' '$x' ''\n"
+	       "'/bin/true'\n",
+	       "shellify: strings as written, list items single-quoted");
+	free(sh);
+	ok(!c.has_bootcmd && c.n_bootcmd == 0 &&
+	       problem(&c, "'false' is a boolean, not a command"),
+	   "a boolean item fails the whole list, as shellify's TypeError");
+	ci_config_free(&c);
+	r = parse("Content-Type: multipart/mixed; boundary=B\n"
+		  "MIME-Version: 1.0\n\n"
+		  "--B\nContent-Type: text/x-shellscript\n"
+		  "Content-Disposition: attachment; filename=\"a/b c$.sh\"\n\n"
+		  "#!/bin/sh\necho 1\n"
+		  "--B\nContent-Type: text/x-shellscript\n\n#!/bin/sh\necho 2\n"
+		  "--B\nContent-Type: text/x-shellscript\n"
+		  "Content-Disposition: attachment; filename=\"a/b c$.sh\"\n\n"
+		  "#!/bin/sh\necho 3\n"
+		  "--B--\n",
+		  &c);
+	ok(r == 0 && c.n_scripts == 2 &&
+	       !strcmp(c.scripts[0].name, "a_bc.sh") &&
+	       str_has_prefix(c.scripts[0].body, "#!/bin/sh\necho 3") &&
+	       !strcmp(c.scripts[1].name, "part-002"),
+	   "part names as clean_filename; part-NNN by place; same name "
+	   "replaces");
+	ci_config_free(&c);
+}
+
 static void test_hostname_keys(void)
 {
 	struct ci_config c;
@@ -389,9 +436,11 @@ static void test_users_keys(void)
 	ok(u && u->system && u->lock_passwd && !u->sudo &&
 	       !strcmp(u->groups[1], "video") && u->uid == -1,
 	   "svc: system, comma groups, sudo false, locked by default");
-	ok(user_named(&c, "bob") && problem(&c, "'default'") &&
+	ok(user_named(&c, "bob") && c.default_user &&
+	       !user_named(&c, "default") &&
 	       problem(&c, "'plain_text_passwd' is not supported"),
-	   "a bare name; 'default' and plain_text_passwd warn");
+	   "a bare name; 'default' marks the default user; "
+	   "plain_text_passwd warns");
 	ok(problem(&c, "'bad:name' is not a valid user name") &&
 	       problem(&c, "sudo: true is not a rule")->line == 23,
 	   "a bad name and sudo: true are errors");
@@ -943,7 +992,8 @@ static void test_users_module(void)
 	    "  sudo: ALL=(ALL) NOPASSWD:ALL\n"
 	    "  ssh_authorized_keys: [ssh-ed25519 BOB bob@x]\n"
 	    "- name: svc\n  system: true\n  lock_passwd: false\n"
-	    "- name: alice\n  passwd: $6$a$new\n  lock_passwd: false\n"
+	    "- name: alice\n  hashed_passwd: $6$a$new\n  lock_passwd: false\n"
+	    "- name: carol\n  lock_passwd: false\n"
 	    "ssh_authorized_keys: [ssh-rsa ROOT root@x]\n";
 
 	troot_init(&t);
@@ -955,17 +1005,22 @@ static void test_users_module(void)
 	gs = slurp(&t, "etc/gshadow");
 	su = slurp(&t, "etc/sudoers.d/90-cloud-init-users");
 	ak = slurp(&t, "home/bob/.ssh/authorized_keys");
-	ok(pw && strstr(pw, "bob:x:1235:1237:Bob B:/home/bob:/bin/bash\n") &&
+	ok(pw && strstr(pw, "bob:x:1235:1238:Bob B:/home/bob:/bin/bash\n") &&
 	       strstr(pw, "svc:x:999:998::/home/svc:/bin/sh\n"),
 	   "passwd: bob's uid after alice's, svc a system id");
 	ok(gr && strstr(gr, "admins:x:1235:alice\n") &&
-	       strstr(gr, "cloud:x:") && strstr(gr, "docker:x:999:bob\n") &&
-	       strstr(gr, "bob:x:1237:\n") && strstr(gr, "newgrp:x:") &&
-	       strstr(gr, ":bob\n"),
-	   "group: created groups (gids after the highest), members added");
-	ok(sh && strstr(sh, "bob:!$6$s$h:") && strstr(sh, "svc:*:") &&
+	       strstr(gr, "cloud:x:1236:") &&
+	       strstr(gr, "docker:x:999:bob\n") &&
+	       strstr(gr, "newgrp:x:1237:bob\n") && strstr(gr, "bob:x:1238:\n"),
+	   "group: the user's groups made before its own (as groupadd, "
+	   "then useradd), members added");
+	ok(sh && strstr(sh, "bob:!$6$s$h:") &&
 	       strstr(sh, "alice:$6$a$new:19000:"),
-	   "shadow: locked hash, unlocked no-password, existing user updated");
+	   "shadow: locked hash; an existing user's hashed_passwd applies");
+	ok(sh && strstr(sh, "carol:!:") && strstr(sh, ":0:99999:7:::\n"),
+	   "shadow: lock_passwd false without a password stays locked ('!')");
+	ok(sh && strstr(sh, "svc:!:") && strstr(sh, "::::::\n"),
+	   "shadow: a system user has no ageing fields");
 	ok(gs && strstr(gs, "docker:!::bob\n") && strstr(gs, "bob:!::\n"),
 	   "gshadow kept in step");
 	ok(stat_is(&t, "etc/shadow", 0644, 0, 0), "shadow keeps its mode");
@@ -977,9 +1032,9 @@ static void test_users_module(void)
 	ok(su && strstr(su, "#includedir /etc/sudoers.d\n"),
 	   "sudoers gets the includedir");
 	ok(ak && !strcmp(ak, "ssh-ed25519 BOB bob@x\n") &&
-	       stat_is(&t, "home/bob", 0755, 1235, 1237) &&
-	       stat_is(&t, "home/bob/.ssh", 0700, 1235, 1237) &&
-	       stat_is(&t, "home/bob/.ssh/authorized_keys", 0600, 1235, 1237),
+	       stat_is(&t, "home/bob", 0755, 1235, 1238) &&
+	       stat_is(&t, "home/bob/.ssh", 0700, 1235, 1238) &&
+	       stat_is(&t, "home/bob/.ssh/authorized_keys", 0600, 1235, 1238),
 	   "home 0755, .ssh 0700, authorized_keys 0600, owned by bob");
 	ok(faccessat(t.rootfd, "home/svc", F_OK, 0) < 0,
 	   "a system user gets no home");
@@ -1065,22 +1120,23 @@ static void test_commands_and_state(void)
 	troot_init(&t);
 	apply(&t, doc, "i-1", NULL, &rep);
 	s = slurp(&t, "run");
-	want = xasprintf("%s i-1 %s\nlist\nafter\n", t.root, t.root);
-	ok(rep.failed == 1 && rep.ran == 4, "runcmd failed, 4 modules ran");
+	want = xasprintf("%s i-1 %s\nlist\n", t.root, t.root);
+	ok(rep.failed == 1 && rep.ran == 5,
+	   "runcmd failed, 5 modules ran (ssh keys always)");
 	is_str(s, want,
-	       "commands run in the root with CLOUDINIT_ROOT and "
-	       "INSTANCE_ID; failures do not stop the rest");
+	       "runcmd is one script run in the root with CLOUDINIT_ROOT "
+	       "and INSTANCE_ID; its first failing exit ends it");
 	free(s);
 	free(want);
 	apply(&t, doc, "i-1", NULL, &rep);
 	s = slurp(&t, "bootlog");
-	ok(rep.skipped == 2 && rep.ran == 2 && rep.failed == 0,
+	ok(rep.skipped == 3 && rep.ran == 2 && rep.failed == 0,
 	   "same instance: write_files and runcmd skipped");
 	is_str(s, "boot\nboot\n", "bootcmd runs every boot");
 	free(s);
 	apply(&t, doc, "i-2", NULL, &rep);
 	s = slurp(&t, "bootlog");
-	ok(rep.skipped == 0 && rep.ran == 4, "a new instance runs everything");
+	ok(rep.skipped == 0 && rep.ran == 5, "a new instance runs everything");
 	is_str(s, "boot\nboot\nboot\n", "and bootcmd again");
 	free(s);
 	s = slurp(&t, "../state/instance-id");
@@ -1097,8 +1153,7 @@ static void test_commands_and_state(void)
 		p = xasprintf("%s/log", t.base);
 		buf_init(&b, 1u << 20);
 		ok(fs_read_file(p, &b, &e) == 0 && strstr(b.data, "bye i-2") &&
-		       strstr(b.data, "runcmd[2] (line 6): exit status 3") &&
-		       strstr(b.data, "exec /nonexistent/binary"),
+		       strstr(b.data, "scripts/runcmd: exit status 3"),
 		   "the log has commands' output, failures and the message");
 		buf_free(&b);
 		free(p);
@@ -1157,6 +1212,7 @@ int main(void)
 	test_modes();
 	test_files_keys();
 	test_cmds();
+	test_shellify();
 	test_hostname_keys();
 	test_users_keys();
 	test_top_keys();

@@ -120,6 +120,124 @@ static void test_beneath(bool fallback)
 	path_force_fallback(false);
 }
 
+/* The same file? (inode and device) */
+static bool same_file(int fd, int dirfd, const char *rel)
+{
+	struct stat a, b;
+
+	return fd >= 0 && fstat(fd, &a) == 0 &&
+	       fstatat(dirfd, rel, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+static void test_in_root(bool fallback)
+{
+	char tmpl[] = "/tmp/cell-inroot-XXXXXX";
+	char *top = mkdtemp(tmpl), dir[64], esc[128], out[PATH_MAX_INPUT];
+	cleanup_close int root = -1, topfd = -1;
+	struct cerr e = {0};
+	const char *base, *how = fallback ? "fallback" : "openat2";
+	int fd;
+
+	path_force_fallback(fallback);
+	ok(top != NULL, "%s: tmpdir", how);
+	snprintf(dir, sizeof(dir), "%s/root", top);
+	topfd = open(top, O_PATH | O_DIRECTORY);
+	/* A secret beside the root that no lookup may reach. */
+	ok(mkdirat(topfd, "root", 0755) == 0 &&
+	       mkdirat(topfd, "outside", 0755) == 0 &&
+	       close(openat(topfd, "outside/secret", O_CREAT | O_WRONLY,
+			    0600)) == 0,
+	   "%s: root and outside", how);
+	root = open(dir, O_PATH | O_DIRECTORY);
+	snprintf(esc, sizeof(esc), "%s/outside/secret", top);
+	ok(mkdirat(root, "etc", 0755) == 0 && mkdirat(root, "var", 0755) == 0 &&
+	       close(openat(root, "etc/passwd", O_CREAT | O_WRONLY, 0644)) ==
+		   0 &&
+	       symlinkat("/etc", root, "abs") == 0 &&
+	       symlinkat("../../../../../etc", root, "up") == 0 &&
+	       symlinkat("/../../etc/../../etc", root, "updown") == 0 &&
+	       symlinkat(esc, root, "esc") == 0 &&
+	       symlinkat("../../outside/secret", root, "esc2") == 0 &&
+	       symlinkat("loop2", root, "loop1") == 0 &&
+	       symlinkat("/loop1", root, "loop2") == 0 &&
+	       symlinkat("/run", root, "var/run") == 0 &&
+	       symlinkat("../run/stub/resolv.conf", root, "etc/resolv.conf") ==
+		   0,
+	   "%s: links", how);
+
+	fd = path_open_at(root, "abs/passwd", O_RDONLY, 0, PATH_IN_ROOT, &e);
+	ok(same_file(fd, root, "etc/passwd"), "%s: absolute link is the root's",
+	   how);
+	if (fd >= 0)
+		close(fd);
+	fd = path_open_at(root, "up/passwd", O_RDONLY, 0, PATH_IN_ROOT, &e);
+	ok(same_file(fd, root, "etc/passwd"), "%s: '..' stops at the root",
+	   how);
+	if (fd >= 0)
+		close(fd);
+	fd = path_open_at(root, "updown/passwd", O_RDONLY, 0, PATH_IN_ROOT, &e);
+	ok(same_file(fd, root, "etc/passwd"), "%s: '/..' is the root", how);
+	if (fd >= 0)
+		close(fd);
+	fd = path_open_at(root, "esc", O_RDONLY, 0, PATH_IN_ROOT, &e);
+	ok(fd < 0 && e.code == ENOENT,
+	   "%s: absolute link to a host path stays inside (%s)", how, e.msg);
+	fd = path_open_at(root, "esc2", O_RDONLY, 0, PATH_IN_ROOT, &e);
+	ok(fd < 0 && e.code == ENOENT, "%s: climbing link stays inside", how);
+	fd = path_open_at(root, "esc", O_WRONLY | O_CREAT, 0644, PATH_IN_ROOT,
+			  &e);
+	ok(fd < 0 || !same_file(fd, topfd, "outside/secret"),
+	   "%s: create through an escaping link never opens the secret", how);
+	if (fd >= 0)
+		close(fd);
+	fd = path_open_at(root, "loop1/x", O_RDONLY, 0, PATH_IN_ROOT, &e);
+	ok(fd < 0 && e.code == ELOOP, "%s: link loop fails (%s)", how, e.msg);
+	fd = path_open_at(root, "abs/passwd", O_RDONLY, 0, PATH_BENEATH, &e);
+	ok(fd < 0 && e.code == EXDEV, "%s: beneath still refuses", how);
+
+	fd = path_open_parent_at(root, "var/run/app/ready", true, PATH_IN_ROOT,
+				 &base, &e);
+	ok(fd >= 0 && !strcmp(base, "ready") &&
+	       faccessat(root, "run/app", F_OK, AT_SYMLINK_NOFOLLOW) == 0,
+	   "%s: parents made through /var/run -> /run (%s)", how, e.msg);
+	if (fd >= 0)
+		close(fd);
+
+	ok(path_resolve_in_root(root, "abs/passwd", true, out, sizeof(out),
+				&e) == 0 &&
+	       !strcmp(out, "etc/passwd"),
+	   "%s: resolve absolute link: '%s'", how, out);
+	ok(path_resolve_in_root(root, "var/run/x/y", true, out, sizeof(out),
+				&e) == 0 &&
+	       !strcmp(out, "run/x/y"),
+	   "%s: resolve with missing tail: '%s'", how, out);
+	ok(path_resolve_in_root(root, "etc/resolv.conf", true, out, sizeof(out),
+				&e) == 0 &&
+	       !strcmp(out, "run/stub/resolv.conf"),
+	   "%s: resolve a dangling last link: '%s'", how, out);
+	ok(path_resolve_in_root(root, "etc/resolv.conf", false, out,
+				sizeof(out), &e) == 0 &&
+	       !strcmp(out, "etc/resolv.conf"),
+	   "%s: last link kept without follow: '%s'", how, out);
+	ok(path_resolve_in_root(root, "esc2", true, out, sizeof(out), &e) ==
+		   0 &&
+	       !strcmp(out, "outside/secret"),
+	   "%s: escape spelt inside the root: '%s'", how, out);
+	ok(path_resolve_in_root(root, "up", true, out, sizeof(out), &e) == 0 &&
+	       !strcmp(out, "etc"),
+	   "%s: resolve a climbing dir link: '%s'", how, out);
+	ok(path_resolve_in_root(root, "loop1", true, out, sizeof(out), &e) <
+		   0 &&
+	       e.code == ELOOP,
+	   "%s: resolve a loop fails", how);
+	ok(path_resolve_in_root(root, "", true, out, sizeof(out), &e) == 0 &&
+	       !strcmp(out, ""),
+	   "%s: the root itself", how);
+	ok(fs_rm_rf(top, &e) == 0, "%s: rm -rf", how);
+	path_force_fallback(false);
+}
+
 static void test_digest(void)
 {
 	char out[DIGEST_STR_MAX];
@@ -220,6 +338,8 @@ int main(void)
 	test_clean();
 	test_beneath(false);
 	test_beneath(true);
+	test_in_root(false);
+	test_in_root(true);
 	test_digest();
 	return tap_done();
 }
