@@ -45,6 +45,13 @@ struct unit_rec {
 	char *dir; /* <state>/units/<name>, units/init.<name> for init */
 };
 
+/* podnet.c: the pod's network namespace (netsetup/). */
+struct podnet {
+	bool ready;	  /* set up (or found) for the current spec */
+	char *netns_path; /* what units join */
+	char *key, *base; /* what it was set up for: with and without ports */
+};
+
 struct supervisor {
 	struct sup_opts o;
 	char **insecure;
@@ -70,6 +77,7 @@ struct supervisor {
 	bool pod_failed;
 	bool pod_restarting; /* initUnits changed: stop all, then start over */
 	struct stats_state stats;
+	struct podnet net;
 };
 
 /* unit.c */
@@ -87,6 +95,23 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd);
 /* Run the unit's due probes; a failed liveness or startup probe stops it
  * (the restart policy then decides). */
 void unit_probe(struct supervisor *s, struct unit_rec *u);
+
+/* podnet.c */
+/* After an agent restart: find the recorded network and keep it. */
+void podnet_restore(struct supervisor *s);
+/* Does next change the pod IP or hostNetwork (a pod restart)? */
+bool podnet_changed(const struct supervisor *s, const struct pod_spec *next);
+/* With every unit stopped: tear the network down unless the spec still
+ * wants the same one. */
+void podnet_release(struct supervisor *s);
+/* Before units start: set up (or update hostPorts); false = not ready yet. */
+bool podnet_ensure(struct supervisor *s);
+/* The namespace units join, or NULL for the host's. */
+const char *podnet_netns(const struct supervisor *s);
+/* The pod IP when the units are in its namespace (probes dial it), else
+ * NULL (caller frees). */
+char *podnet_pod_ip(const struct supervisor *s);
+void podnet_free(struct podnet *pn);
 
 /* record.c */
 int record_save(const struct unit_rec *u, struct cerr *e);

@@ -219,8 +219,10 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 	log_warnings(s, &next);
 	if (fs_write_atomic(path, body, len, 0600, &e) < 0)
 		log_error("save pod spec: %s", e.msg);
-	if (s->has_spec && init_units_changed(s, &next)) {
-		/* A change to initUnits restarts the pod. */
+	if (s->has_spec &&
+	    (init_units_changed(s, &next) || podnet_changed(s, &next))) {
+		/* A change to initUnits or to the pod's network restarts the
+		 * pod. */
 		s->pod_restarting = true;
 		for (size_t i = 0; i < s->n_units; i++) {
 			s->units[i].spec = NULL; /* the old spec goes away */
@@ -308,12 +310,13 @@ static void reconcile(struct supervisor *s)
 			if (active(&s->units[i]))
 				return;
 		drop_removed(s);
+		podnet_release(s);
 		s->pod_restarting = false;
 		s->pod_failed = false;
 		merge_records(s);
 	}
 	drop_removed(s);
-	if (s->pod_failed || !run_init_units(s))
+	if (s->pod_failed || !podnet_ensure(s) || !run_init_units(s))
 		return;
 	for (size_t i = 0; i < s->n_units; i++)
 		unit_probe(s, &s->units[i]);
@@ -357,9 +360,9 @@ static int next_timeout_ms(const struct supervisor *s)
 /* The podIP Kip expects back (pod_controller.go handlePodStatusReply drops a
  * reply whose podIP differs from the pod's address): the instance's primary
  * IP for a hostNetwork pod (setPodDispatchingParams gives such a pod the
- * node's private IP), else the PodIP the controller sent. Units share the
- * host's network until cell-net lands, so without one it is the primary IP
- * too. */
+ * node's private IP), else the PodIP the controller sent (the units are
+ * in its namespace, agent/podnet.c). Without one the units share the
+ * host's network: the primary IP too. */
 static char *pod_ip(const struct supervisor *s)
 {
 	char ip[64] = "";
@@ -545,6 +548,7 @@ static void restore(struct supervisor *s)
 	s->has_spec = true;
 	s->spec_body = buf_steal(&b, NULL);
 	merge_records(s);
+	podnet_restore(s);
 	for (size_t i = 0; i < s->n_units; i++) {
 		struct unit_rec *u = &s->units[i];
 		char *legacy;
@@ -648,6 +652,7 @@ static void sup_free(struct supervisor *s)
 	strv_free(s->vol_sources);
 	strv_free(s->warned);
 	strv_free(s->insecure);
+	podnet_free(&s->net);
 	free((char *)s->o.state_dir);
 	free((char *)s->o.image_cache);
 	free((char *)s->o.monitor_bin);

@@ -153,7 +153,7 @@ class Vpc:
                 ("iptables-nft", "iptables-nft-save"),
                 ("link", "ip -d link show"),
                 ("addr", "ip -d addr show"),
-                ("route", "ip -d route show table all"),
+                ("route", "ip -4 -d route show table all"),
                 ("proxy", "ip neigh show proxy"),
                 ("sysctl", "for f in /proc/sys/net/ipv4/ip_forward "
                            "/proc/sys/net/ipv4/conf/*/forwarding "
