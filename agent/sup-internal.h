@@ -52,6 +52,16 @@ struct podnet {
 	char *key, *base; /* what it was set up for: with and without ports */
 };
 
+/* netagent.c: kube-router. */
+struct netagent {
+	pid_t pid; /* 0: not running */
+	uint64_t start_time;
+	int pidfd;
+	uint64_t not_before_ns, started_ns;
+	int backoff_n;
+	char *why; /* why it is not running, logged once */
+};
+
 struct supervisor {
 	struct sup_opts o;
 	char **insecure;
@@ -78,6 +88,7 @@ struct supervisor {
 	bool pod_restarting; /* initUnits changed: stop all, then start over */
 	struct stats_state stats;
 	struct podnet net;
+	struct netagent na;
 };
 
 /* unit.c */
@@ -112,6 +123,17 @@ const char *podnet_netns(const struct supervisor *s);
  * NULL (caller frees). */
 char *podnet_pod_ip(const struct supervisor *s);
 void podnet_free(struct podnet *pn);
+
+/* netagent.c */
+char **netagent_argv(const char *bin, const char *kubeconfig, const char *node,
+		     const char *ip);
+uint64_t netagent_unit_ms(void);
+/* Start it when wanted and due; stop it when no longer wanted. */
+void netagent_tick(struct supervisor *s);
+void netagent_exited(struct supervisor *s);
+void netagent_restore(struct supervisor *s);
+uint64_t netagent_next_due(const struct supervisor *s);
+void netagent_free(struct supervisor *s);
 
 /* record.c */
 int record_save(const struct unit_rec *u, struct cerr *e);

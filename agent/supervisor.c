@@ -303,6 +303,7 @@ static bool run_init_units(struct supervisor *s)
 
 static void reconcile(struct supervisor *s)
 {
+	netagent_tick(s);
 	if (!s->has_spec)
 		return;
 	if (s->pod_restarting) {
@@ -338,6 +339,10 @@ static int next_timeout_ms(const struct supervisor *s)
 		return 0;
 	if (unload && unload - now < best)
 		best = unload - now;
+	if (netagent_next_due(s) && netagent_next_due(s) <= now)
+		return 0;
+	if (netagent_next_due(s) && netagent_next_due(s) - now < best)
+		best = netagent_next_due(s) - now;
 
 	for (size_t i = 0; i < s->n_units; i++) {
 		const struct unit_rec *u = &s->units[i];
@@ -508,6 +513,9 @@ static void *sup_main(void *arg)
 		char *body;
 
 		for (int i = 0; i < n; i++)
+			if (s->na.pid && ev[i].data.fd == s->na.pidfd)
+				netagent_exited(s);
+		for (int i = 0; i < n; i++)
 			for (size_t k = 0; k < s->n_units; k++)
 				if (ev[i].data.fd != s->evfd &&
 				    s->units[k].pidfd == ev[i].data.fd) {
@@ -628,6 +636,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	    fs_mkdir_p(o->packages_dir, 0755, e) < 0)
 		return -1;
 	restore(s);
+	netagent_restore(s);
 	publish(s);
 	if (pthread_create(&s->th, NULL, sup_main, s) != 0)
 		return cerr_set(e, EAGAIN, "cannot start the supervisor");
@@ -653,6 +662,7 @@ static void sup_free(struct supervisor *s)
 	strv_free(s->warned);
 	strv_free(s->insecure);
 	podnet_free(&s->net);
+	netagent_free(s);
 	free((char *)s->o.state_dir);
 	free((char *)s->o.image_cache);
 	free((char *)s->o.monitor_bin);
