@@ -38,6 +38,7 @@ char *net_sysctl_get(const char *path, struct cerr *e)
 {
 	cleanup_close int fd = sysctl_open(path, O_RDONLY, e);
 	struct buf b;
+	char *v;
 
 	if (fd < 0)
 		return NULL;
@@ -49,7 +50,9 @@ char *net_sysctl_get(const char *path, struct cerr *e)
 	}
 	while (b.len && (b.data[b.len - 1] == '\n'))
 		b.len--;
-	return xstrndup(b.len ? b.data : "", b.len);
+	v = xstrndup(b.len ? b.data : "", b.len);
+	buf_free(&b);
+	return v;
 }
 
 int net_sysctl_set(const char *path, const char *value, struct cerr *e)
