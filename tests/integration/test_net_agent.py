@@ -103,11 +103,21 @@ def wait_http(vpc: Vpc, ns: str, url: str, want: str, timeout: float = 20) -> st
     return got
 
 
+SYSCTL = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
 def test_unit_serves_http_at_the_pod_ip_to_the_peer(vpc, cell_agent, image):
+    cell_range = vpc.sh(vpc.cell, f"cat {SYSCTL}").stdout
     a, c = cell_agent.start()
-    c.update_pod(web_pod(image))
+    c.update_pod(web_pod(image, securityContext={
+        "namespaceOptions": None, "runAsUser": None, "runAsGroup": None,
+        "supplementalGroups": [],
+        "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "20000 30000"}]}))
     st = c.wait_status(running, timeout=60)
     assert st["podIP"] == POD_IP
+    # The pod's net.* sysctls are in its namespace, not the cell's.
+    assert vpc.sh(vpc.pod, f"cat {SYSCTL}").stdout.split() == ["20000", "30000"]
+    assert vpc.sh(vpc.cell, f"cat {SYSCTL}").stdout == cell_range
     # From the peer, at the pod IP and through the hostPort.
     assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{POD_IP}/", "hello-from-pod")
     assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{PRIMARY_IP}:8080/",
