@@ -13,7 +13,7 @@ CC ?= cc
 PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lcivetweb \
-	-lcap -lpthread
+	-lcap -lpthread $(shell pkg-config --libs libmnl libip4tc 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation \
@@ -23,7 +23,7 @@ CFLAGS ?= -O2 -g
 SAN ?=
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	-Iagent $(PKG_CFLAGS) \
+	-Iagent -Inetsetup $(PKG_CFLAGS) \
 	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
@@ -33,6 +33,7 @@ ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
 COMMON_SRC := $(wildcard common/*.c)
 PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
 CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
+NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c \
 	agent/pullmod-entry.c,$(wildcard agent/*.c))
 # The agent's pull module: imagepull/, the package extractor and their own
@@ -45,10 +46,12 @@ COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
 CINIT_LIB := $(OUT)/lib/libcloudinit.a
 AGENT_LIB := $(OUT)/lib/libagent.a
-LIBS := $(AGENT_LIB) $(PULL_LIB) $(CINIT_LIB) $(COMMON_LIB)
+NET_LIB := $(OUT)/lib/libnetsetup.a
+LIBS := $(AGENT_LIB) $(PULL_LIB) $(NET_LIB) $(CINIT_LIB) $(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
 BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
+BINS += $(if $(wildcard netsetup/main.c),$(OUT)/bin/cell-net)
 BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
 BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
 BINS += $(if $(wildcard agent/pullmod-entry.c),$(PULLMOD))
@@ -99,6 +102,10 @@ $(CINIT_LIB): $(call obj,$(CINIT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(NET_LIB): $(call obj,$(NET_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -114,6 +121,11 @@ $(OUT)/bin/cell-monitor: $(call obj,agent/monitor-main.c) $(LIBS)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/bin/cell-cloudinit: $(call obj,cloudinit/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(OUT)/bin/cell-net: $(call obj,netsetup/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -136,10 +148,10 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
-		$(AGENT_SRC)
+		$(AGENT_SRC) $(NET_SRC)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit -Iagent $(PKG_CFLAGS) \
+		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup $(PKG_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)

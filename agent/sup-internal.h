@@ -45,6 +45,23 @@ struct unit_rec {
 	char *dir; /* <state>/units/<name>, units/init.<name> for init */
 };
 
+/* podnet.c: the pod's network namespace (netsetup/). */
+struct podnet {
+	bool ready;	  /* set up (or found) for the current spec */
+	char *netns_path; /* what units join */
+	char *key, *base; /* what it was set up for: with and without ports */
+};
+
+/* netagent.c: kube-router. */
+struct netagent {
+	pid_t pid; /* 0: not running */
+	uint64_t start_time;
+	int pidfd;
+	uint64_t not_before_ns, started_ns;
+	int backoff_n;
+	char *why; /* why it is not running, logged once */
+};
+
 struct supervisor {
 	struct sup_opts o;
 	char **insecure;
@@ -70,6 +87,8 @@ struct supervisor {
 	bool pod_failed;
 	bool pod_restarting; /* initUnits changed: stop all, then start over */
 	struct stats_state stats;
+	struct podnet net;
+	struct netagent na;
 };
 
 /* unit.c */
@@ -87,6 +106,34 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd);
 /* Run the unit's due probes; a failed liveness or startup probe stops it
  * (the restart policy then decides). */
 void unit_probe(struct supervisor *s, struct unit_rec *u);
+
+/* podnet.c */
+/* After an agent restart: find the recorded network and keep it. */
+void podnet_restore(struct supervisor *s);
+/* Does next change the pod IP or hostNetwork (a pod restart)? */
+bool podnet_changed(const struct supervisor *s, const struct pod_spec *next);
+/* With every unit stopped: tear the network down unless the spec still
+ * wants the same one. */
+void podnet_release(struct supervisor *s);
+/* Before units start: set up (or update hostPorts); false = not ready yet. */
+bool podnet_ensure(struct supervisor *s);
+/* The namespace units join, or NULL for the host's. */
+const char *podnet_netns(const struct supervisor *s);
+/* The pod IP when the units are in its namespace (probes dial it), else
+ * NULL (caller frees). */
+char *podnet_pod_ip(const struct supervisor *s);
+void podnet_free(struct podnet *pn);
+
+/* netagent.c */
+char **netagent_argv(const char *bin, const char *kubeconfig, const char *node,
+		     const char *ip);
+uint64_t netagent_unit_ms(void);
+/* Start it when wanted and due; stop it when no longer wanted. */
+void netagent_tick(struct supervisor *s);
+void netagent_exited(struct supervisor *s);
+void netagent_restore(struct supervisor *s);
+uint64_t netagent_next_due(const struct supervisor *s);
+void netagent_free(struct supervisor *s);
 
 /* record.c */
 int record_save(const struct unit_rec *u, struct cerr *e);

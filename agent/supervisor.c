@@ -219,8 +219,10 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 	log_warnings(s, &next);
 	if (fs_write_atomic(path, body, len, 0600, &e) < 0)
 		log_error("save pod spec: %s", e.msg);
-	if (s->has_spec && init_units_changed(s, &next)) {
-		/* A change to initUnits restarts the pod. */
+	if (s->has_spec &&
+	    (init_units_changed(s, &next) || podnet_changed(s, &next))) {
+		/* A change to initUnits or to the pod's network restarts the
+		 * pod. */
 		s->pod_restarting = true;
 		for (size_t i = 0; i < s->n_units; i++) {
 			s->units[i].spec = NULL; /* the old spec goes away */
@@ -301,6 +303,7 @@ static bool run_init_units(struct supervisor *s)
 
 static void reconcile(struct supervisor *s)
 {
+	netagent_tick(s);
 	if (!s->has_spec)
 		return;
 	if (s->pod_restarting) {
@@ -308,12 +311,13 @@ static void reconcile(struct supervisor *s)
 			if (active(&s->units[i]))
 				return;
 		drop_removed(s);
+		podnet_release(s);
 		s->pod_restarting = false;
 		s->pod_failed = false;
 		merge_records(s);
 	}
 	drop_removed(s);
-	if (s->pod_failed || !run_init_units(s))
+	if (s->pod_failed || !podnet_ensure(s) || !run_init_units(s))
 		return;
 	for (size_t i = 0; i < s->n_units; i++)
 		unit_probe(s, &s->units[i]);
@@ -335,6 +339,10 @@ static int next_timeout_ms(const struct supervisor *s)
 		return 0;
 	if (unload && unload - now < best)
 		best = unload - now;
+	if (netagent_next_due(s) && netagent_next_due(s) <= now)
+		return 0;
+	if (netagent_next_due(s) && netagent_next_due(s) - now < best)
+		best = netagent_next_due(s) - now;
 
 	for (size_t i = 0; i < s->n_units; i++) {
 		const struct unit_rec *u = &s->units[i];
@@ -357,9 +365,9 @@ static int next_timeout_ms(const struct supervisor *s)
 /* The podIP Kip expects back (pod_controller.go handlePodStatusReply drops a
  * reply whose podIP differs from the pod's address): the instance's primary
  * IP for a hostNetwork pod (setPodDispatchingParams gives such a pod the
- * node's private IP), else the PodIP the controller sent. Units share the
- * host's network until cell-net lands, so without one it is the primary IP
- * too. */
+ * node's private IP), else the PodIP the controller sent (the units are
+ * in its namespace, agent/podnet.c). Without one the units share the
+ * host's network: the primary IP too. */
 static char *pod_ip(const struct supervisor *s)
 {
 	char ip[64] = "";
@@ -505,6 +513,9 @@ static void *sup_main(void *arg)
 		char *body;
 
 		for (int i = 0; i < n; i++)
+			if (s->na.pid && ev[i].data.fd == s->na.pidfd)
+				netagent_exited(s);
+		for (int i = 0; i < n; i++)
 			for (size_t k = 0; k < s->n_units; k++)
 				if (ev[i].data.fd != s->evfd &&
 				    s->units[k].pidfd == ev[i].data.fd) {
@@ -545,6 +556,7 @@ static void restore(struct supervisor *s)
 	s->has_spec = true;
 	s->spec_body = buf_steal(&b, NULL);
 	merge_records(s);
+	podnet_restore(s);
 	for (size_t i = 0; i < s->n_units; i++) {
 		struct unit_rec *u = &s->units[i];
 		char *legacy;
@@ -624,6 +636,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	    fs_mkdir_p(o->packages_dir, 0755, e) < 0)
 		return -1;
 	restore(s);
+	netagent_restore(s);
 	publish(s);
 	if (pthread_create(&s->th, NULL, sup_main, s) != 0)
 		return cerr_set(e, EAGAIN, "cannot start the supervisor");
@@ -648,6 +661,8 @@ static void sup_free(struct supervisor *s)
 	strv_free(s->vol_sources);
 	strv_free(s->warned);
 	strv_free(s->insecure);
+	podnet_free(&s->net);
+	netagent_free(s);
 	free((char *)s->o.state_dir);
 	free((char *)s->o.image_cache);
 	free((char *)s->o.monitor_bin);

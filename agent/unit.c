@@ -265,6 +265,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	rc->memory_limit = us->memory_limit;
 	rc->pod_memory_limit = s->pod_memory_cap;
 	rc->cpu_quota = us->cpu_millis;
+	if (podnet_netns(s)) /* before the sysctls: net.* need it */
+		rc->netns_path = xstrdup(podnet_netns(s));
 	if (add_sysctls(&s->spec, rc, e) < 0)
 		return -1;
 	return add_mounts(s, u, run, rc, e);
@@ -313,11 +315,13 @@ void unit_probe(struct supervisor *s, struct unit_rec *u)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq);
 	struct probe_ctx c = {.monitor_bin = s->o.monitor_bin, .unit_dir = run};
+	cleanup_free char *pod_ip = podnet_netns(s) ? podnet_pod_ip(s) : NULL;
 	struct probe_outcome out;
 	uint64_t due = probes_next_due(&u->probes);
 
 	if (u->phase != PH_RUNNING || !u->spec || !due || due > now_ns())
 		return;
+	c.default_host = pod_ip; /* in its own namespace: the pod IP */
 	probes_run_due(&u->probes, u->spec, &c, now_ns(), &out);
 	u->started = out.started;
 	u->ready = out.ready;

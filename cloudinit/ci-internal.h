@@ -268,6 +268,10 @@ int ci_meta_parse_azure(const char *p, size_t n, struct ci_meta *m,
  * "cloudinit" user) that have not expired at `now` are taken. */
 void ci_meta_parse_gce_keys(const char *p, size_t n, const char *user,
 			    time_t now, struct ci_meta *m);
+/* Azure's instance JSON: the first interface's primary and secondary
+ * private IPv4 (sec NULL when none). */
+int ci_meta_parse_azure_ips(const char *p, size_t n, char **pri, char **sec,
+			    struct cerr *e);
 /* A one-line meta-data value: trimmed, NULL when empty or not one line. */
 char *ci_meta_value(const char *p, size_t n);
 /* A safe directory name for an instance id ([A-Za-z0-9._-], others '_'). */

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "err.h"
+
 enum ci_ds_kind {
 	CI_DS_AUTO,
 	CI_DS_EC2,
@@ -53,5 +55,15 @@ int ci_run(const struct ci_opts *o);
  * "FILE:LINE: error|warning: message" on out. CI_EXIT_OK when there are
  * no errors (warnings allowed), else CI_EXIT_DOCUMENT. */
 int ci_validate(const char *path, FILE *out);
+
+/* The instance's private IPv4 addresses from whichever metadata service
+ * answers (EC2 IMDSv2 with v1 fallback, GCE, Azure): the primary and the
+ * first secondary (NULL when it has none). cell-net's pod IP. */
+struct ci_addr_opts {
+	const char *ec2_url, *gce_url, *azure_url; /* NULL: 169.254.169.254 */
+	double timeout;				   /* seconds; 5 when 0 */
+};
+int ci_cloud_addresses(const struct ci_addr_opts *o, char **primary,
+		       char **secondary, struct cerr *e);
 
 #endif

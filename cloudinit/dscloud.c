@@ -1,6 +1,7 @@
 /* The cloud metadata services: EC2 (IMDSv2 with a fallback to v1), GCE and
  * Azure IMDS, plus the concurrent probe behind --datasource auto. Every
  * base URL comes from the options, so tests point them at fakes. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,4 +423,150 @@ enum ci_ds_kind ci_ds_probe(const struct ci_opts *o, uint64_t deadline,
 	for (int i = 0; i < 3; i++)
 		free(urls[i]);
 	return w < 0 ? CI_DS_AUTO : kinds[w];
+}
+
+/* ---- the instance's private addresses (cell-net's pod IP) ---- */
+
+/* The first two IPv4 addresses of a list of lines ("10.0.0.5" or, as GCE
+ * writes alias ranges, "10.0.0.5/32"). */
+static void two_ips(const struct ci_http_req *r, char **a, char **b)
+{
+	const char *p = r->body.data, *end = p + r->body.len;
+
+	while (r->status == 200 && p < end && !*b) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		char ip[INET_ADDRSTRLEN];
+		struct in_addr ia;
+		size_t k = 0;
+
+		while (k < len && k < sizeof(ip) - 1 && p[k] != '/')
+			ip[k] = p[k], k++;
+		ip[k] = '\0';
+		if (inet_pton(AF_INET, ip, &ia) == 1)
+			*(*a ? b : a) = xstrdup(ip);
+		p += len + 1;
+	}
+}
+
+static int ec2_addresses(const char *base, uint64_t deadline, char **pri,
+			 char **sec, struct cerr *e)
+{
+	cleanup_free char *token = NULL, *hdr = NULL, *mac = NULL;
+	cleanup_free char *u1 = url_join(base, "latest/meta-data/mac");
+	cleanup_free char *u2 = NULL, *path = NULL;
+	struct ci_http_req r;
+
+	if (ec2_token(base, deadline, &token, e) < 0)
+		return -1;
+	hdr = token ? xasprintf("X-aws-ec2-metadata-token: %s", token) : NULL;
+	ec2_setup(&r, u1, hdr);
+	if (ci_http_run(&r, 1, deadline, TRY_MS, e) == 0)
+		mac = value_of(&r);
+	ci_http_req_free(&r);
+	if (!mac || strchr(mac, '/'))
+		return cerr_set(e, EPROTO, "EC2 meta-data/mac: no answer");
+	path = xasprintf("latest/meta-data/network/interfaces/macs/%s/"
+			 "local-ipv4s",
+			 mac);
+	u2 = url_join(base, path);
+	ec2_setup(&r, u2, hdr);
+	if (ci_http_run(&r, 1, deadline, TRY_MS, e) == 0)
+		two_ips(&r, pri, sec);
+	ci_http_req_free(&r);
+	if (!*pri)
+		return cerr_set(e, EPROTO, "EC2 local-ipv4s: no address");
+	return 0;
+}
+
+static int gce_addresses(const char *base, uint64_t deadline, char **pri,
+			 char **sec, struct cerr *e)
+{
+	static const char *const paths[] = {
+	    "computeMetadata/v1/instance/network-interfaces/0/ip",
+	    "computeMetadata/v1/instance/network-interfaces/0/ip-aliases/0"};
+	struct ci_http_req rq[2];
+	char *urls[2], *none = NULL;
+	int r = 0;
+
+	for (int i = 0; i < 2; i++) {
+		urls[i] = url_join(base, paths[i]);
+		ci_http_req_init(&rq[i], urls[i], CI_MAX_METADATA);
+		rq[i].headers[0] = GCE_FLAVOR;
+		rq[i].want_header = "Metadata-Flavor";
+	}
+	if (ci_http_run(rq, 2, deadline, TRY_MS, e) < 0)
+		r = -1;
+	else if (!gce_ok(&rq[0]) || !(*pri = value_of(&rq[0])))
+		r = cerr_set(e, EPROTO,
+			     "GCE network-interfaces/0/ip: no answer");
+	else if (gce_ok(&rq[1]))
+		two_ips(&rq[1], sec, &none);
+	free(none);
+	free_reqs(rq, 2);
+	free(urls[0]);
+	free(urls[1]);
+	return r;
+}
+
+static int azure_addresses(const char *base, uint64_t deadline, char **pri,
+			   char **sec, struct cerr *e)
+{
+	cleanup_free char *url =
+	    url_join(base, "metadata/instance?api-version=" AZURE_API);
+	struct ci_http_req r;
+	int rc = 0;
+
+	ci_http_req_init(&r, url, CI_MAX_AZURE_JSON);
+	r.headers[0] = "Metadata: true";
+	if (ci_http_run(&r, 1, deadline, TRY_MS, e) < 0)
+		rc = -1;
+	else if (r.status != 200)
+		rc = cerr_set(e, EPROTO, "Azure IMDS instance: HTTP %ld",
+			      r.status);
+	else
+		rc = ci_meta_parse_azure_ips(r.body.data, r.body.len, pri, sec,
+					     e);
+	ci_http_req_free(&r);
+	return rc;
+}
+
+int ci_cloud_addresses(const struct ci_addr_opts *ao, char **primary,
+		       char **secondary, struct cerr *e)
+{
+	struct ci_opts o = {
+	    .ec2_url = ao->ec2_url ? ao->ec2_url : "http://169.254.169.254",
+	    .gce_url = ao->gce_url ? ao->gce_url : "http://169.254.169.254",
+	    .azure_url =
+		ao->azure_url ? ao->azure_url : "http://169.254.169.254",
+	};
+	uint64_t deadline =
+	    now_ns() + (uint64_t)((ao->timeout > 0 ? ao->timeout : 5) * 1e9);
+	int r;
+
+	*primary = *secondary = NULL;
+	if (!ci_http_available(e))
+		return -1;
+	switch (ci_ds_probe(&o, deadline, e)) {
+	case CI_DS_EC2:
+		r = ec2_addresses(o.ec2_url, deadline, primary, secondary, e);
+		break;
+	case CI_DS_GCE:
+		r = gce_addresses(o.gce_url, deadline, primary, secondary, e);
+		break;
+	case CI_DS_AZURE:
+		r = azure_addresses(o.azure_url, deadline, primary, secondary,
+				    e);
+		break;
+	default:
+		return cerr_set(e, e->code ? e->code : ENXIO,
+				"no metadata service answered%s%s",
+				e->code ? ": " : "", e->code ? e->msg : "");
+	}
+	if (r < 0) {
+		free(*primary);
+		free(*secondary);
+		*primary = *secondary = NULL;
+	}
+	return r;
 }

@@ -240,3 +240,29 @@ char *ci_instance_dir_name(const char *iid)
 	}
 	return s;
 }
+
+/* Azure's instance document: network.interface[0].ipv4.ipAddress[0] and
+ * [1] privateIpAddress, the primary and the first secondary IP. */
+int ci_meta_parse_azure_ips(const char *p, size_t n, char **pri, char **sec,
+			    struct cerr *e)
+{
+	cleanup_json json_t *j = json_parse_object(p, n, e);
+	json_t *ifs, *addrs;
+
+	*pri = *sec = NULL;
+	if (!j)
+		return cerr_prefix(e, "Azure instance document");
+	ifs = json_object_get(json_object_get(j, "network"), "interface");
+	addrs = json_object_get(json_object_get(json_array_get(ifs, 0), "ipv4"),
+				"ipAddress");
+	for (size_t i = 0; i < 2 && i < json_array_size(addrs); i++) {
+		char *v = jstrdup(json_array_get(addrs, i), "privateIpAddress");
+		char *ip = v ? ipv4(v) : NULL;
+		*(i ? sec : pri) = ip;
+	}
+	if (!*pri)
+		return cerr_set(e, EPROTO,
+				"Azure instance document: no private IPv4 "
+				"address");
+	return 0;
+}

@@ -11,6 +11,7 @@ PKGS=(
 	build-essential pkg-config clang clang-format
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcivetweb-dev libcap-dev
+	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
 	# tests: real parts
 	docker-registry apache2-utils busybox-static skopeo umoci runc
 	python3-pytest python3-requests python3-cryptography python3-websocket

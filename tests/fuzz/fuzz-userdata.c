@@ -2,6 +2,7 @@
  * gzip, MIME multipart), with and without placeholder values, and as
  * NoCloud meta-data. Whatever comes out must keep the parser's promises:
  * every entry it keeps is whole and safe to apply. */
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		     (u.gecos && strpbrk(u.gecos, ":\n"))))
 			abort();
 		ci_user_free(&u);
+	}
+	/* Azure's instance document, as cell-net reads it: addresses only. */
+	{
+		char *pri = NULL, *sec = NULL;
+		struct in_addr ia;
+		if (ci_meta_parse_azure_ips((const char *)data, size, &pri,
+					    &sec, &e) == 0 &&
+		    (!pri || inet_pton(AF_INET, pri, &ia) != 1 ||
+		     (sec && inet_pton(AF_INET, sec, &ia) != 1)))
+			abort();
+		free(pri);
+		free(sec);
 	}
 	return 0;
 }

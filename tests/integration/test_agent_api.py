@@ -26,7 +26,7 @@ import uuid
 import warnings
 import zlib
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import pytest
 import requests
@@ -102,7 +102,8 @@ def make_boot(d: str) -> tuple:
 
 
 def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[int] = None,
-                boot_config: Optional[str] = None, wait: bool = True) -> Agent:
+                boot_config: Optional[str] = None, wait: bool = True,
+                prefix: Sequence[str] = ()) -> Agent:
     if not os.access(AGENT, os.X_OK):
         pytest.fail(f"cell-agent not found at {AGENT} (make build/bin/cell-agent)",
                     pytrace=False)
@@ -117,6 +118,7 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
             "--image-cache", os.path.join(d, "cache"), "-v", *extra]
     if boot_config is None or "itzoFlag-port" not in boot_config:
         args[1:1] = ["--port", str(port)]
+    args[0:0] = list(prefix)  # e.g. nsenter into a test's network namespace
     e = dict(os.environ)
     e.update(env or {})
     with open(log_path, "wb") as log:

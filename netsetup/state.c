@@ -1,0 +1,221 @@
+/* The state file, <state dir>/<name>.json: what setup created and the
+ * sysctl values it replaced. Teardown trusts nothing else, so it removes
+ * exactly what setup made; after an agent restart the agent finds the pod
+ * network here instead of building it again. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "fsutil.h"
+#include "jsonutil.h"
+#include "net-internal.h"
+#include "util.h"
+
+char *net_state_path(const struct net_opts *o)
+{
+	return xasprintf("%s/%s.json",
+			 o->state_dir ? o->state_dir : NET_DEFAULT_STATE_DIR,
+			 o->name ? o->name : NET_DEFAULT_NAME);
+}
+
+static json_t *jstring_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *ports_json(const struct net_state *st)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < st->n_ports; i++) {
+		const struct net_port *p = &st->ports[i];
+		json_array_append_new(
+		    a, json_pack("{s:i,s:i,s:s,s:s}", "hostPort",
+				 (int)p->host_port, "containerPort",
+				 (int)p->container_port, "protocol",
+				 p->udp ? "udp" : "tcp", "hostIP", p->host_ip));
+	}
+	return a;
+}
+
+char *net_state_to_json(const struct net_state *st)
+{
+	cleanup_json json_t *j = json_object();
+	json_t *sc = json_array(), *pc = json_array();
+
+	json_object_set_new(j, "name", jstring_or_null(st->name));
+	json_object_set_new(j, "netns", jstring_or_null(st->netns_path));
+	json_object_set_new(j, "podIP", jstring_or_null(st->pod_ip));
+	json_object_set_new(j, "primaryInterface",
+			    jstring_or_null(st->primary_if));
+	json_object_set_new(j, "primaryIP", jstring_or_null(st->primary_ip));
+	json_object_set_new(j, "hostVeth", jstring_or_null(st->host_veth));
+	json_object_set_new(j, "hostNetwork", json_boolean(st->host_network));
+	json_object_set_new(j, "madeNetns", json_boolean(st->made_netns));
+	json_object_set_new(j, "madeVeth", json_boolean(st->made_veth));
+	json_object_set_new(j, "madeProxyNeigh", json_boolean(st->made_proxy));
+	json_object_set_new(j, "madeRules", json_boolean(st->made_rules));
+	for (size_t i = 0; i < st->n_sysctls; i++)
+		json_array_append_new(sc, json_pack("{s:s,s:s,s:s}", "path",
+						    st->sysctls[i].path, "old",
+						    st->sysctls[i].old, "set",
+						    st->sysctls[i].set));
+	json_object_set_new(j, "sysctls", sc);
+	for (size_t i = 0; st->private_cidrs && st->private_cidrs[i]; i++)
+		json_array_append_new(pc, json_string(st->private_cidrs[i]));
+	json_object_set_new(j, "privateCIDRs", pc);
+	json_object_set_new(j, "ports", ports_json(st));
+	return json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
+}
+
+static bool jbool(const json_t *o, const char *k)
+{
+	return json_is_true(json_object_get(o, k));
+}
+
+static int parse_sysctls(const json_t *a, struct net_state *st, struct cerr *e)
+{
+	size_t i;
+	json_t *v;
+
+	if (!json_is_array(a) || json_array_size(a) > NET_MAX_CIDRS)
+		return cerr_set(e, EINVAL, "sysctls: not a short list");
+	st->sysctls = xcalloc(json_array_size(a) + 1, sizeof(*st->sysctls));
+	json_array_foreach(a, i, v)
+	{
+		struct net_sysctl *s = &st->sysctls[st->n_sysctls];
+		s->path = jstrdup(v, "path");
+		s->old = jstrdup(v, "old");
+		s->set = jstrdup(v, "set");
+		st->n_sysctls++;
+		if (!s->path || !s->old || !s->set || strstr(s->path, "..") ||
+		    s->path[0] == '/')
+			return cerr_set(e, EINVAL, "sysctls[%zu]: bad entry",
+					i);
+	}
+	return 0;
+}
+
+static int parse_ports(const json_t *a, struct net_state *st, struct cerr *e)
+{
+	size_t i;
+	json_t *v;
+
+	if (!json_is_array(a) || json_array_size(a) > NET_MAX_PORTS)
+		return cerr_set(e, EINVAL, "ports: not a short list");
+	st->ports = xcalloc(json_array_size(a) + 1, sizeof(*st->ports));
+	json_array_foreach(a, i, v)
+	{
+		struct net_port *p = &st->ports[st->n_ports++];
+		long long hp, cp;
+		const char *proto = jstr(v, "protocol");
+		const char *hip = jstr(v, "hostIP");
+		struct in_addr ia;
+
+		if (jint(v, "hostPort", 0, &hp, e) < 0 ||
+		    jint(v, "containerPort", 0, &cp, e) < 0 || hp < 1 ||
+		    hp > 65535 || cp < 1 || cp > 65535 || !proto ||
+		    (strcmp(proto, "tcp") && strcmp(proto, "udp")) || !hip ||
+		    strlen(hip) >= sizeof(p->host_ip) ||
+		    (*hip && inet_pton(AF_INET, hip, &ia) != 1))
+			return cerr_set(e, EINVAL, "ports[%zu]: bad entry", i);
+		p->host_port = (uint16_t)hp;
+		p->container_port = (uint16_t)cp;
+		p->udp = !strcmp(proto, "udp");
+		snprintf(p->host_ip, sizeof(p->host_ip), "%s", hip);
+	}
+	return 0;
+}
+
+int net_state_parse(const char *buf, size_t len, struct net_state *st,
+		    struct cerr *e)
+{
+	cleanup_json json_t *j = NULL;
+
+	memset(st, 0, sizeof(*st));
+	if (len > NET_STATE_MAX)
+		return cerr_set(e, EFBIG, "state file over %d bytes",
+				NET_STATE_MAX);
+	if (!(j = json_parse_object(buf, len, e)))
+		return -1;
+	st->name = jstrdup(j, "name");
+	st->netns_path = jstrdup(j, "netns");
+	st->pod_ip = jstrdup(j, "podIP");
+	st->primary_if = jstrdup(j, "primaryInterface");
+	st->primary_ip = jstrdup(j, "primaryIP");
+	st->host_veth = jstrdup(j, "hostVeth");
+	st->host_network = jbool(j, "hostNetwork");
+	st->made_netns = jbool(j, "madeNetns");
+	st->made_veth = jbool(j, "madeVeth");
+	st->made_proxy = jbool(j, "madeProxyNeigh");
+	st->made_rules = jbool(j, "madeRules");
+	if (!st->name || !st->primary_if ||
+	    parse_sysctls(json_object_get(j, "sysctls"), st, e) < 0 ||
+	    jstrv(j, "privateCIDRs", &st->private_cidrs, e) < 0 ||
+	    strv_len(st->private_cidrs) > NET_MAX_CIDRS ||
+	    parse_ports(json_object_get(j, "ports"), st, e) < 0) {
+		if (!e->code)
+			cerr_set(e, EINVAL, "missing or bad fields");
+		net_state_free(st);
+		return -1;
+	}
+	if (!st->host_network && (!st->netns_path || !st->pod_ip ||
+				  !st->host_veth || !st->primary_ip)) {
+		net_state_free(st);
+		return cerr_set(e, EINVAL, "missing pod network fields");
+	}
+	return 0;
+}
+
+int net_state_load(const struct net_opts *o, struct net_state *st,
+		   struct cerr *e)
+{
+	cleanup_free char *path = net_state_path(o);
+	struct buf b;
+	int r;
+
+	buf_init(&b, NET_STATE_MAX);
+	if (fs_read_file(path, &b, e) < 0) {
+		buf_free(&b);
+		return -1;
+	}
+	r = net_state_parse(b.data, b.len, st, e);
+	buf_free(&b);
+	if (r < 0)
+		return cerr_prefix(e, "%s", path);
+	return 0;
+}
+
+int net_state_save(const struct net_opts *o, const struct net_state *st,
+		   struct cerr *e)
+{
+	cleanup_free char *path = net_state_path(o);
+	cleanup_free char *text = net_state_to_json(st);
+
+	if (fs_mkdir_p(o->state_dir ? o->state_dir : NET_DEFAULT_STATE_DIR,
+		       0700, e) < 0)
+		return -1;
+	return fs_write_atomic(path, text, strlen(text), 0600, e);
+}
+
+void net_state_free(struct net_state *st)
+{
+	free(st->name);
+	free(st->netns_path);
+	free(st->pod_ip);
+	free(st->primary_if);
+	free(st->primary_ip);
+	free(st->host_veth);
+	for (size_t i = 0; i < st->n_sysctls; i++) {
+		free(st->sysctls[i].path);
+		free(st->sysctls[i].old);
+		free(st->sysctls[i].set);
+	}
+	free(st->sysctls);
+	strv_free(st->private_cidrs);
+	free(st->ports);
+	memset(st, 0, sizeof(*st));
+}

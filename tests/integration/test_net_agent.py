@@ -1,0 +1,189 @@
+"""cell-agent with a pod network, in the simulated VPC of tests/pylib/vpc.py.
+
+The agent runs inside the "cell" namespace (nsenter --net); the test talks
+to it, and it pulls from the test's registry, through TCP forwards between
+the namespaces (tests/pylib/nsfwd.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from images import Image, busybox_layer, push
+from nsfwd import Forward
+from registry import free_port
+from test_agent_api import start_agent
+from test_net import host_untouched  # noqa: F401  (module fixture)
+from vpc import POD_IP, PRIMARY_IP, Vpc
+from wire import pod_params, unit
+
+FAST = {"CELL_AGENT_BACKOFF_UNIT_MS": "50", "CELL_CGROUP_NEST": "1"}
+
+WEB = ("mkdir -p /www && echo hello-from-pod > /www/index.html && "
+       "exec httpd -f -p 80 -h /www")
+
+
+@pytest.fixture
+def vpc():
+    v = Vpc().up()
+    yield v
+    v.down()
+
+
+@pytest.fixture
+def image(registry) -> str:
+    push(registry, "t/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+    return registry.ref("t/bb", "v1")
+
+
+class CellAgent:
+    """cell-agent inside the VPC's cell namespace."""
+
+    def __init__(self, vpc: Vpc, registry, d: str):
+        self.vpc, self.registry, self.d = vpc, registry, d
+        cell = f"/var/run/netns/{vpc.cell}"
+        self.port = free_port()
+        self.fwd = [Forward(cell, registry.port, None, registry.port),
+                    Forward(None, self.port, cell, self.port)]
+        self.env = {**FAST, "CELL_AGENT_NETNS": vpc.pod,
+                    "CELL_NET_STATE_DIR": os.path.join(d, "net")}
+        self.a = None
+
+    def start(self):
+        self.a = start_agent(os.path.join(self.d, "agent"), "--insecure-registry",
+                             self.registry.host, env=self.env, port=self.port,
+                             prefix=self.vpc.ns_cmd(self.vpc.cell)[:3])
+        return self.a, self.a.client()
+
+    def close(self):
+        if self.a and self.a.alive():
+            self.a.client().update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+            units = os.path.join(self.a.dir, "state", "units")
+            end = time.monotonic() + 20
+            while os.listdir(units) and time.monotonic() < end:
+                time.sleep(0.1)
+            self.a.stop()
+        for f in self.fwd:
+            f.close()
+
+
+@pytest.fixture
+def cell_agent(vpc, registry, tmp_path):
+    c = CellAgent(vpc, registry, str(tmp_path))
+    yield c
+    c.close()
+
+
+def web_pod(image: str, **kw) -> dict:
+    probe = {"httpGet": {"path": "/", "port": 80, "scheme": "HTTP"},
+             "periodSeconds": 1, "successThreshold": 1, "failureThreshold": 3}
+    u = unit("web", image, command=["/bin/sh", "-c", WEB], readinessProbe=probe,
+             ports=[{"name": "http", "containerPort": 80, "hostPort": 8080,
+                     "protocol": "TCP", "hostIP": ""}])
+    return pod_params("ns_web", units=[u], pod_ip=POD_IP, **kw)
+
+
+def running(st: dict, name: str = "web") -> bool:
+    return any(u["name"] == name and "running" in (u.get("state") or {})
+               for u in st["unitStatus"])
+
+
+def wait_http(vpc: Vpc, ns: str, url: str, want: str, timeout: float = 20) -> str:
+    end = time.monotonic() + timeout
+    got = ""
+    while time.monotonic() < end:
+        got = vpc.curl(ns, url, timeout=2)
+        if want in got:
+            return got
+        time.sleep(0.2)
+    return got
+
+
+SYSCTL = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def test_unit_serves_http_at_the_pod_ip_to_the_peer(vpc, cell_agent, image):
+    cell_range = vpc.sh(vpc.cell, f"cat {SYSCTL}").stdout
+    a, c = cell_agent.start()
+    c.update_pod(web_pod(image, securityContext={
+        "namespaceOptions": None, "runAsUser": None, "runAsGroup": None,
+        "supplementalGroups": [],
+        "sysctls": [{"name": "net.ipv4.ip_local_port_range", "value": "20000 30000"}]}))
+    st = c.wait_status(running, timeout=60)
+    assert st["podIP"] == POD_IP
+    # The pod's net.* sysctls are in its namespace, not the cell's.
+    assert vpc.sh(vpc.pod, f"cat {SYSCTL}").stdout.split() == ["20000", "30000"]
+    assert vpc.sh(vpc.cell, f"cat {SYSCTL}").stdout == cell_range
+    # From the peer, at the pod IP and through the hostPort.
+    assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{POD_IP}/", "hello-from-pod")
+    assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{PRIMARY_IP}:8080/",
+                                         "hello-from-pod")
+    # The unit is in the pod's namespace.
+    pod_ns = os.stat(f"/var/run/netns/{vpc.pod}")
+    pids = subprocess.run(["pgrep", "-f", "httpd -f -p 80"], capture_output=True,
+                          text=True).stdout.split()
+    assert any(os.stat(f"/proc/{p}/ns/net").st_ino == pod_ns.st_ino for p in pids)
+    # exec joins it too.
+    out, err, code = c.exec("web", ["/bin/busybox", "ip", "-4", "addr", "show", "eth0"]).collect()
+    assert code == 0 and f"inet {POD_IP}/32" in out.decode(), (out, err)
+    # The httpGet readiness probe dials the pod IP (127.0.0.1 of the
+    # agent's namespace has no server).
+    st = c.wait_status(lambda s: s["unitStatus"][0]["ready"] is True, timeout=30)
+    # port-forward dials the pod IP.
+    s = c.port_forward(80)
+    s.send(0, b"GET / HTTP/1.0\r\n\r\n")
+    got = b""
+    end = time.monotonic() + 10
+    while b"hello-from-pod" not in got and time.monotonic() < end:
+        f = s.recv(1.0)
+        if f is None:
+            break
+        if f[0] == 1:
+            got += f[1]
+    assert b"hello-from-pod" in got
+
+
+def test_agent_kill_9_keeps_the_pod_network(vpc, cell_agent, image):
+    a, c = cell_agent.start()
+    c.update_pod(web_pod(image))
+    c.wait_status(running, timeout=60)
+    assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{POD_IP}/", "hello-from-pod")
+    before = vpc.snapshot()
+    ino = os.stat(f"/var/run/netns/{vpc.pod}").st_ino
+    a.proc.kill()
+    a.proc.wait()
+    a, c = cell_agent.start()
+    st = c.wait_status(running, timeout=30)
+    assert st["podIP"] == POD_IP
+    assert os.stat(f"/var/run/netns/{vpc.pod}").st_ino == ino
+    assert vpc.snapshot() == before, "the restarted agent rebuilt the pod network"
+    assert "found and kept" in a.log()
+    assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{POD_IP}/", "hello-from-pod")
+
+
+def test_a_new_pod_ip_tears_down_and_sets_up_again(vpc, cell_agent, image):
+    # The kernel registers the legacy nat table on first use and keeps it
+    # (empty) for the namespace's life; a cell has it from boot anyway.
+    vpc.sh(vpc.cell, "iptables-legacy -t nat -S >/dev/null")
+    before = vpc.snapshot()
+    a, c = cell_agent.start()
+    c.update_pod(web_pod(image))
+    c.wait_status(running, timeout=60)
+    # hostNetwork: the units leave the namespace, which is torn down.
+    c.update_pod(web_pod(image, securityContext={
+        "namespaceOptions": {"network": 2, "pid": 1, "ipc": 1}, "runAsUser": None,
+        "runAsGroup": None, "supplementalGroups": [], "sysctls": []}))
+    st = c.wait_status(lambda s: running(s) and s["podIP"] == PRIMARY_IP, timeout=60)
+    end = time.monotonic() + 20
+    while os.path.exists(f"/var/run/netns/{vpc.pod}") and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/var/run/netns/{vpc.pod}")
+    after = vpc.snapshot()
+    for k in ("iptables-legacy", "route", "proxy", "sysctl", "netns"):
+        assert after[k] == before[k], k
+    # httpd now listens in the cell's own namespace.
+    assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{PRIMARY_IP}/", "hello-from-pod")
