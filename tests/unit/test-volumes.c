@@ -50,7 +50,12 @@ static void package_path_cases(const char *top, const struct vol_dirs *d)
 	struct stat st;
 
 	fs_mkdir_p(tree, 0755, &e);
-	fs_mkdir_p(path_in(top, "packages/resolvconf/etc"), 0755, &e);
+	{
+		char *etc = path_in(top, "packages/resolvconf/etc");
+
+		fs_mkdir_p(etc, 0755, &e);
+		free(etc);
+	}
 	fs_write_atomic(rc, "nameserver 10.0.0.2\n", 21, 0644, &e);
 	ok(vol_prepare(&pod, d, &src, &e) == 0, "packagePath prepare (%s)",
 	   e.msg);
