@@ -27,6 +27,10 @@ from test_agent_pod import cell, image, state_of, wait_state  # noqa: F401 - fix
 
 NS, NAME = "replay", "kip-replay"
 POD = f"{NS}_{NAME}"
+# The IP Kip would have the cell use for the pod. It goes into /etc/hosts,
+# but the spec carries PodIP "" (as for a node without a pod address): a
+# PodIP makes the agent build the pod network on this host, which only the
+# simulated VPC of test_net_agent.py may do.
 POD_IP = "10.0.7.23"
 NODE = "virtual-kubelet"
 SECRETS = {"db": {"password": b"s3cr3t", "user": b"admin\n"}}
@@ -99,8 +103,9 @@ def manifest(img: str, host_network: bool = False) -> dict:
 class Controller:
     """The controller's side of one pod: conversion, then its sequence."""
 
-    def __init__(self, client, pod: dict, seed: int = 1):
+    def __init__(self, client, pod: dict, seed: int = 1, pod_ip: str = ""):
         self.c, self.pod, self.rng = client, pod, random.Random(seed)
+        self.pod_ip = pod_ip
 
     def params(self, shuffle: bool = False) -> dict:
         cs = self.pod["spec"].get("initContainers", []) + self.pod["spec"]["containers"]
@@ -112,7 +117,7 @@ class Controller:
             self.rng.shuffle(spec["volumes"])
             for u in spec["units"] + spec["initUnits"]:
                 self.rng.shuffle(u["volumeMounts"])
-        return kip.pod_parameters(self.pod, spec, POD_IP, NODE, NAME)
+        return kip.pod_parameters(self.pod, spec, self.pod_ip, NODE, NAME)
 
     def etchosts(self) -> str:
         return kip.etchosts_text([POD_IP], NAME, "", [])
@@ -180,7 +185,7 @@ def test_kip_pod_runs_as_under_itzo(cell, app_image):
         assert units[n]["RestartCount"] == 0 and units[n]["Started"] is True
         assert units[n]["Image"] == app_image
         assert units[n]["State"]["Running"]["StartedAt"] is not None
-    assert st["PodIP"] == POD_IP
+    assert st["PodIP"] == primary_ip()  # no PodIP sent: the cell's own
     assert st["ResourceUsage"]
 
     # Volumes: content and mode inside the container.
@@ -281,8 +286,11 @@ def test_host_network_pod_ip_is_the_primary_ip(cell, app_image):
     pod = manifest(app_image, host_network=True)
     pod["spec"]["containers"] = pod["spec"]["containers"][1:]
     pod["spec"]["initContainers"] = []
-    ctl = Controller(c, pod)
+    # A hostNetwork pod builds no pod network, so the PodIP Kip always
+    # sends can go out here: the reply must carry the primary IP instead.
+    ctl = Controller(c, pod, pod_ip=POD_IP)
     sent = ctl.dispatch()
+    assert sent["PodIP"] == POD_IP
     assert sent["spec"]["securityContext"]["namespaceOptions"] == {
         "network": 2, "pid": 1, "ipc": 1}
     st = wait_kip(ctl, lambda s: by_name(s["UnitStatuses"]).get("side", {})
