@@ -8,7 +8,7 @@
  * hostPorts only re-applies the rules (one atomic table replace).
  *
  * Seams: CELL_AGENT_NETNS (the namespace name, "pod"), CELL_NET_NETNS_DIR,
- * CELL_NET_STATE_DIR (as cell-net). */
+ * CELL_NET_STATE_DIR (as cell-net), CELL_AGENT_POD_NETWORK=off. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -37,10 +37,22 @@ static bool host_network(const struct pod_spec *p)
 	return p->ns_network == NS_NODE;
 }
 
+/* CELL_AGENT_POD_NETWORK=off: units share the cell's network even with a
+ * PodIP. For tests that run the agent in a host's own namespace with the
+ * controller's addresses (the pod network must never be built there);
+ * tests/integration/test_agent_api.py sets it for every agent it starts
+ * unless a test asks otherwise. */
+static bool enabled(void)
+{
+	const char *v = getenv("CELL_AGENT_POD_NETWORK");
+
+	return !v || strcmp(v, "off") != 0;
+}
+
 /* Does this spec put the units into a namespace of their own? */
 static bool wants_netns(const struct pod_spec *p)
 {
-	return p->pod_ip && *p->pod_ip && !host_network(p);
+	return enabled() && p->pod_ip && *p->pod_ip && !host_network(p);
 }
 
 /* Everything setup depends on, as one string (a change means act). */

@@ -120,6 +120,10 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
         args[1:1] = ["--port", str(port)]
     args[0:0] = list(prefix)  # e.g. nsenter into a test's network namespace
     e = dict(os.environ)
+    # No pod network unless a test asks (CELL_AGENT_POD_NETWORK=on, in a
+    # simulated VPC): an agent given a PodIP in the host's own namespace
+    # would build it there (tests/integration/test_net_agent.py).
+    e.setdefault("CELL_AGENT_POD_NETWORK", "off")
     e.update(env or {})
     with open(log_path, "wb") as log:
         p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -49,7 +49,7 @@ class CellAgent:
         self.port = free_port()
         self.fwd = [Forward(cell, registry.port, None, registry.port),
                     Forward(None, self.port, cell, self.port)]
-        self.env = {**FAST, "CELL_AGENT_NETNS": vpc.pod,
+        self.env = {**FAST, "CELL_AGENT_POD_NETWORK": "on", "CELL_AGENT_NETNS": vpc.pod,
                     "CELL_NET_STATE_DIR": os.path.join(d, "net")}
         self.a = None
 
