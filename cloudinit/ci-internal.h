@@ -323,6 +323,9 @@ int ci_ds_gce(const char *base, const char *user, uint64_t deadline,
 	      struct ci_source *out, struct cerr *e);
 int ci_ds_azure(const char *base, uint64_t deadline, struct ci_source *out,
 		struct cerr *e);
+/* An IMDSv2 session token; *token NULL with 0 when IMDS only speaks v1. */
+int ci_ec2_token(const char *base, uint64_t deadline, char **token,
+		 struct cerr *e);
 enum ci_ds_kind ci_ds_probe(const struct ci_opts *o, uint64_t deadline,
 			    struct cerr *e);
 int ci_datasource_fetch(const struct ci_opts *o, struct ci_source *out,
