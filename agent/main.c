@@ -514,6 +514,8 @@ int main(int argc, char **argv)
 	}
 	if (o.verbose)
 		log_init("cell-agent", LOG_DEBUG);
+	log_debug("flags: %d words from the command line and cell_config.yaml",
+		  n - 1);
 	if (!o.monitor_bin)
 		o.monitor_bin = monitor = beside_self(self, "cell-monitor");
 	if (o.plain_http)
