@@ -2,6 +2,7 @@
  * doubling to 30 s; CELL_BOOT_RETRY_MS sets the first step), and exec the
  * new agent after a self-update. Runs before any thread or pod work. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +98,14 @@ static void pause_ms(long ms)
 		;
 }
 
-static void reexec(const struct bootrun_opts *o)
+void bootrun_reexec(const struct bootrun_opts *o)
 {
+	sigset_t none;
+
+	/* The new image blocks what it waits for itself; until then it must
+	 * stay killable. */
+	sigemptyset(&none);
+	pthread_sigmask(SIG_SETMASK, &none, NULL);
 	log_info("boot: a new cell-agent is installed at %s; re-executing "
 		 "(running pods stay up and are re-adopted)",
 		 o->self);
@@ -137,7 +144,7 @@ int bootrun(const struct bootrun_opts *o)
 			return -1;
 		}
 		if (rc == EXIT_UPDATED) {
-			reexec(o);
+			bootrun_reexec(o);
 			return 0;
 		}
 		log_info("boot: attempt %d (%s) not done (%s exit %d); next in "
@@ -146,4 +153,19 @@ int bootrun(const struct bootrun_opts *o)
 		pause_ms(wait);
 		wait = wait * 2 > 30000 ? 30000 : wait * 2;
 	}
+}
+
+bool bootrun_update_ready(const struct bootrun_opts *o)
+{
+	int rc;
+
+	if (!wants_version(o->boot_dir)) {
+		log_info("SIGHUP: the boot files ask for no version");
+		return false;
+	}
+	rc = run_helper(o, true);
+	if (rc != EXIT_UPDATED)
+		log_info("SIGHUP: no new agent installed (%s exit %d)",
+			 o->helper, rc);
+	return rc == EXIT_UPDATED;
 }

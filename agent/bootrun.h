@@ -5,6 +5,8 @@
 #ifndef CELL_AGENT_BOOTRUN_H
 #define CELL_AGENT_BOOTRUN_H
 
+#include <stdbool.h>
+
 struct bootrun_opts {
 	const char *source; /* auto, ssm, userdata, dir */
 	const char *boot_dir, *state_dir;
@@ -16,5 +18,10 @@ struct bootrun_opts {
 /* Returns 0 once the boot directory is complete; -1 on a usage error.
  * Does not return after a self-update (it execs the new agent). */
 int bootrun(const struct bootrun_opts *o);
+/* On SIGHUP: ask cell-boot whether the boot files want another version;
+ * true when it installed one (the caller stops its threads and calls
+ * bootrun_reexec). */
+bool bootrun_update_ready(const struct bootrun_opts *o);
+void bootrun_reexec(const struct bootrun_opts *o);
 
 #endif

@@ -413,7 +413,8 @@ static int be_exec(void *ctx, const struct api_exec_req *req,
 
 /* ---- main ---- */
 
-static int run(const struct opts *o, const sigset_t *sigs)
+static int run(const struct opts *o, const sigset_t *sigs,
+	       const struct bootrun_opts *bo)
 {
 	struct agent ag = {.monitor_bin = o->monitor_bin};
 	cleanup_free char *pkgs = xasprintf("%s/packages", o->state_dir);
@@ -456,12 +457,20 @@ static int run(const struct opts *o, const sigset_t *sigs)
 	pullmod_note_threads(); /* the API's workers are the agent's own */
 	log_info("cell-agent %s: serving %s on port %d", CELL_VERSION,
 		 o->plain_http ? "PLAIN HTTP" : "mutual TLS", api_port(api));
-	do
+	for (;;) {
 		sig = sigwaitinfo(sigs, NULL);
-	while (sig < 0 && errno == EINTR);
+		if (sig < 0 && errno == EINTR)
+			continue;
+		if (sig != SIGHUP || bootrun_update_ready(bo))
+			break;
+	}
 	log_info("signal %d: stopping", sig);
 	api_stop(api);
 	sup_stop(ag.sup);
+	/* Units are not the agent's children in spirit: they keep running
+	 * through the exec, and the new agent re-adopts them. */
+	if (sig == SIGHUP)
+		bootrun_reexec(bo);
 	return 0;
 }
 
@@ -476,6 +485,7 @@ int main(int argc, char **argv)
 	};
 	cleanup_free char *monitor = NULL, *helper = NULL;
 	cleanup_free char *self = self_path();
+	struct bootrun_opts bo;
 	sigset_t sigs;
 	char **all;
 	int n, r;
@@ -494,7 +504,7 @@ int main(int argc, char **argv)
 			log_init("cell-agent", LOG_DEBUG);
 		helper = cli.boot_helper ? xstrdup(cli.boot_helper)
 					 : beside_self(self, "cell-boot");
-		struct bootrun_opts bo = {
+		bo = (struct bootrun_opts){
 		    .source = cli.boot_source ? cli.boot_source : "auto",
 		    .boot_dir = cli.boot_dir,
 		    .state_dir = cli.state_dir,
@@ -529,9 +539,10 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	r = run(&o, &sigs);
+	r = run(&o, &sigs, &bo);
 	free(o.insecure);
 	free(all); /* the strings it points to outlive it */
 	return r;

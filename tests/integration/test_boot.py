@@ -17,6 +17,8 @@ import subprocess
 import threading
 import time
 import base64
+import hashlib
+import shutil
 from typing import Dict, List, Optional
 
 import pytest
@@ -27,7 +29,8 @@ import metadata as md
 from conftest import CELL_BUILD
 from pki import CA
 from ssm import SSM
-from wire import CellClient, WireError
+from images import Image, busybox_layer, push
+from wire import CellClient, WireError, pod_params, unit
 
 BOOT = os.path.join(CELL_BUILD, "bin", "cell-boot")
 AGENT = os.path.join(CELL_BUILD, "bin", "cell-agent")
@@ -196,14 +199,14 @@ def listing(d: str) -> Dict[str, str]:
 
 class Agent:
     def __init__(self, d: str, *args: str, env: Optional[dict] = None, verbose: bool = True,
-                 port: Optional[int] = None):
-        need(AGENT)
+                 port: Optional[int] = None, binary: str = AGENT):
+        need(binary)
         self.dir = d
         self.port = port or free_port()
         self.log_path = os.path.join(d, "agent.log")
         base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
         base.update(env or {})
-        self.args = [AGENT, "--state-dir", os.path.join(d, "state"), "--image-cache",
+        self.args = [binary, "--state-dir", os.path.join(d, "state"), "--image-cache",
                      os.path.join(d, "cache"), *(["-v"] if verbose else []), *args]
         if port is None:  # else the port comes from cell_config.yaml
             self.args[1:1] = ["--port", str(self.port)]
@@ -509,3 +512,86 @@ def test_itzoflag_not_a_boolean_is_ignored_loudly(controller, agents, tmp_path):
     a = agents(str(tmp_path), "--boot-dir", str(boot), "--boot-source", "dir")
     assert a.wait_ping(controller) == "pong"
     assert 'itzoFlag-verbose: "maybe" is not a boolean; ignored' in a.log()
+
+
+# ---------------------------------------------------------------- self-update
+
+def install_tree(d: str) -> str:
+    """bin/ and lib/cell/ as `make install` lays them out; returns bin/cell-agent."""
+    for sub, names in (("bin", ("cell-agent", "cell-monitor", "cell-boot")),):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+        for n in names:
+            shutil.copy2(os.path.join(CELL_BUILD, "bin", n), os.path.join(d, sub, n))
+    os.makedirs(os.path.join(d, "lib", "cell"), exist_ok=True)
+    shutil.copy2(os.path.join(CELL_BUILD, "lib", "cell", "pullmod.so"),
+                 os.path.join(d, "lib", "cell", "pullmod.so"))
+    return os.path.join(d, "bin", "cell-agent")
+
+
+def sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_self_update_by_reexec_keeps_the_pod(controller, agents, registry, tmp_path):
+    """itzo_version/itzo_url ask for another agent: a wrong checksum is
+    refused (the running agent stays and says so); the right one replaces
+    the binary atomically and the agent re-execs in place (same pid); the
+    pod's unit keeps running, is re-adopted, restartCount stays 0."""
+    push(registry, "t/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+    img = registry.ref("t/bb", "v1")
+    binary = install_tree(str(tmp_path / "inst"))
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    for n, v in controller.files.items():
+        (boot / n).write_text(v)
+    a = agents(str(tmp_path), "--boot-dir", str(boot), "--insecure-registry", registry.host,
+               binary=binary, env={"CELL_AGENT_BACKOFF_UNIT_MS": "50", "CELL_CGROUP_NEST": "1"})
+    a.wait_ping(controller)
+    c = CellClient("127.0.0.1", a.port, ca=controller.ca.cert_path,
+                   cert=controller.client.cert_path, key=controller.client.key_path)
+    c.update_pod(pod_params("ns_pod", units=[unit("web", img, command=[
+        "/bin/sh", "-c", "exec sleep 1000"])], terminationGracePeriodSeconds=0))
+
+    def web(st):
+        return {u["name"]: u for u in st["unitStatus"]}.get("web", {})
+    before = c.wait_status(lambda st: "running" in (web(st).get("state") or {}))
+    old = sha256(binary)
+    new_bin = open(binary, "rb").read() + b"\0cell self-update test build 9.9.9\0"
+    files = {"/rel/cell-agent-v9.9.9": new_bin,
+             "/rel/cell-agent-v9.9.9.sha256": (hashlib.sha256(b"other").hexdigest() +
+                                               "  cell-agent-v9.9.9\n").encode()}
+    web_srv = md.Static(files)
+    try:
+        (boot / "itzo_url").write_text(web_srv.url + "/rel/\n")
+        (boot / "itzo_version").write_text("v9.9.9\n")
+        os.kill(a.proc.pid, signal.SIGHUP)
+        a.wait_log("self-update REFUSED")
+        a.wait_log("no new agent installed")
+        assert sha256(binary) == old and a.proc.poll() is None
+        assert controller.ping(a.port) == "pong"
+        assert not [n for n in os.listdir(os.path.dirname(binary)) if n.startswith(".")]
+
+        files["/rel/cell-agent-v9.9.9.sha256"] = (hashlib.sha256(new_bin).hexdigest() +
+                                                  "  cell-agent-v9.9.9\n").encode()
+        os.kill(a.proc.pid, signal.SIGHUP)
+        a.wait_log("re-executing")
+        a.wait_log("serving mutual TLS", timeout=30)
+        assert a.proc.poll() is None  # exec keeps the pid
+        assert sha256(binary) == hashlib.sha256(new_bin).hexdigest()
+        assert os.readlink(f"/proc/{a.proc.pid}/exe") == binary  # the new file, not deleted
+        assert a.wait_ping(controller) == "pong"
+        after = c.wait_status(lambda st: "running" in (web(st).get("state") or {}))
+        assert web(after)["restartCount"] == 0
+        assert web(after)["state"] == web(before)["state"]  # same startedAt: never restarted
+        # The marker: the next start does not fetch the same version again.
+        assert open(os.path.join(a.dir, "state", "agent-update")).read().startswith("v9.9.9 ")
+        n_gets = len(web_srv.paths("GET"))
+        os.kill(a.proc.pid, signal.SIGHUP)
+        a.wait_log("no new agent installed (")
+        assert len(web_srv.paths("GET")) == n_gets
+    finally:
+        web_srv.close()
+        c.update_pod(pod_params("ns_pod", units=[], terminationGracePeriodSeconds=0))
+        c.wait_status(lambda st: not st["unitStatus"], timeout=20)
+        c.close()
