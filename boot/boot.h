@@ -16,6 +16,7 @@ struct boot_opts {
 	const char *userdata_dir;  /* the path user data writes: /tmp/itzo */
 	const char *ec2_url;	   /* IMDS base (http://169.254.169.254) */
 	const char *gce_url, *azure_url;
+	const char *azure_ovf_device, *azure_wireserver;
 	const char *ssm_endpoint;  /* NULL: https://ssm.<region>.amazonaws.com */
 	const char *ca_bundle;	   /* NULL: the system's */
 	const char *region;	   /* NULL: AWS_REGION, else IMDS */

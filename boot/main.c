@@ -21,6 +21,9 @@ static void usage(FILE *f)
 	      "                        user data (/tmp/itzo)\n"
 	      "  --ec2-url URL --gce-url URL --azure-url URL\n"
 	      "                        metadata services (CELL_BOOT_EC2_URL…)\n"
+	      "  --azure-ovf-device D --azure-wireserver H\n"
+	      "                        Azure provisioning medium, wire server\n"
+	      "                        (CELL_BOOT_AZURE_OVF_DEVICE, …WIRESERVER)\n"
 	      "  --ssm-endpoint URL    (AWS_ENDPOINT_URL_SSM)\n"
 	      "  --ca-bundle FILE      CAs for HTTPS (AWS_CA_BUNDLE)\n"
 	      "  --region R --instance-id I   (AWS_REGION; else IMDS)\n"
@@ -41,6 +44,8 @@ enum {
 	O_EC2,
 	O_GCE,
 	O_AZURE,
+	O_AZURE_OVF,
+	O_AZURE_WIRE,
 	O_SSM,
 	O_CA,
 	O_REGION,
@@ -61,6 +66,8 @@ static const struct option longopts[] = {
     {"ec2-url", required_argument, NULL, O_EC2},
     {"gce-url", required_argument, NULL, O_GCE},
     {"azure-url", required_argument, NULL, O_AZURE},
+    {"azure-ovf-device", required_argument, NULL, O_AZURE_OVF},
+    {"azure-wireserver", required_argument, NULL, O_AZURE_WIRE},
     {"ssm-endpoint", required_argument, NULL, O_SSM},
     {"ca-bundle", required_argument, NULL, O_CA},
     {"region", required_argument, NULL, O_REGION},
@@ -109,6 +116,8 @@ static int set(struct boot_opts *o, int c, const char *arg)
 	case O_EC2: o->ec2_url = arg; break;
 	case O_GCE: o->gce_url = arg; break;
 	case O_AZURE: o->azure_url = arg; break;
+	case O_AZURE_OVF: o->azure_ovf_device = arg; break;
+	case O_AZURE_WIRE: o->azure_wireserver = arg; break;
 	case O_SSM: o->ssm_endpoint = arg; break;
 	case O_CA: o->ca_bundle = arg; break;
 	case O_REGION: o->region = arg; break;
@@ -139,6 +148,8 @@ int main(int argc, char **argv)
 	    .ec2_url = env("CELL_BOOT_EC2_URL"),
 	    .gce_url = env("CELL_BOOT_GCE_URL"),
 	    .azure_url = env("CELL_BOOT_AZURE_URL"),
+	    .azure_ovf_device = env("CELL_BOOT_AZURE_OVF_DEVICE"),
+	    .azure_wireserver = env("CELL_BOOT_AZURE_WIRESERVER"),
 	    .ssm_endpoint = env("AWS_ENDPOINT_URL_SSM"),
 	    .ca_bundle = env("AWS_CA_BUNDLE"),
 	    .instance_id = env("CELL_BOOT_INSTANCE_ID"),

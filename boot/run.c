@@ -46,6 +46,8 @@ static int from_userdata(const struct boot_opts *o, enum ci_ds_kind kind,
 	    .ec2_url = o->ec2_url,
 	    .gce_url = o->gce_url,
 	    .azure_url = o->azure_url,
+	    .azure_ovf_device = o->azure_ovf_device,
+	    .azure_wireserver = o->azure_wireserver,
 	    .timeout = o->timeout,
 	};
 	struct ci_userdata ud;

@@ -31,6 +31,8 @@ struct ci_opts {
 	const char *seed_dir;	   /* --seed-dir (NoCloud) */
 	const char *cidata_device; /* --cidata-device (NoCloud) */
 	const char *ec2_url, *gce_url, *azure_url;
+	const char *azure_ovf_device; /* NULL: /dev/sr0, /dev/cdrom */
+	const char *azure_wireserver; /* NULL: 168.63.129.16 */
 	const char *instance_id;  /* overrides the meta-data's */
 	const char *default_user; /* gets top-level ssh keys; "root" */
 	double timeout;		  /* seconds for finding and fetching */

@@ -26,6 +26,7 @@ import requests
 import yaml
 
 import metadata as md
+from azurewire import WireServer, make_iso, ovf_env
 from conftest import CELL_BUILD
 from pki import CA
 from ssm import SSM
@@ -595,3 +596,112 @@ def test_self_update_by_reexec_keeps_the_pod(controller, agents, registry, tmp_p
         c.update_pod(pod_params("ns_pod", units=[], terminationGracePeriodSeconds=0))
         c.wait_status(lambda st: not st["unitStatus"], timeout=20)
         c.close()
+
+
+# ---------------------------------------------------------------- Azure's provisioning medium
+
+def kernel_fs(name: str) -> bool:
+    with open("/proc/filesystems") as f:
+        return any(line.split()[-1] == name for line in f if line.strip())
+
+
+def loop(image: str) -> str:
+    dev = subprocess.run(["losetup", "-f", "--show", "-r", image], capture_output=True,
+                         text=True)
+    if dev.returncode != 0:
+        pytest.fail(f"losetup: {dev.stderr}", pytrace=False)
+    return dev.stdout.strip()
+
+
+@pytest.fixture
+def ovf_iso(tmp_path, controller):
+    """ovf-env.xml with the controller's user data as CustomData, on an
+    ISO 9660 image (xorriso) attached to a loop device: the provisioning
+    CD-ROM. Kernels built without iso9660 and udf (this project's test
+    machines run one) cannot mount it; there the same file goes on an ext4
+    image, which the reader also accepts, and the ISO is still used to
+    check the error an operator would see."""
+    ovf = ovf_env(controller.user_data().encode())
+    iso = make_iso(str(tmp_path / "ovf"), ovf, str(tmp_path / "ovf.iso"))
+    devs = [loop(iso)]
+    if not kernel_fs("iso9660"):
+        img = str(tmp_path / "ovf.img")
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-d", str(tmp_path / "ovf"), img, "4M"],
+                       check=True, capture_output=True)
+        devs.append(loop(img))
+    yield devs
+    for d in devs:
+        subprocess.run(["losetup", "-d", d], capture_output=True)
+
+
+def mounted(dev: str) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split(" - ")[1].split()[1] == dev for line in f if " - " in line)
+
+
+@pytest.mark.parametrize("tool", ["cell-boot", "cell-cloudinit"])
+def test_azure_custom_data_from_the_provisioning_iso(controller, ovf_iso, tmp_path, tool):
+    """Kip's Azure backend sends osProfile.customData: it comes on the
+    provisioning medium, not in IMDS's userData (empty here). Both tools
+    read it from the mounted ISO (read-only, unmounted after) and report
+    ready to the wire server."""
+    imds = md.Azure(user_data=None)
+    wire = WireServer()
+    iso_dev, ovf_iso = ovf_iso[0], ovf_iso[-1]
+    if iso_dev != ovf_iso:
+        r = run_boot("--source", "userdata", "--boot-dir", tmp_path / "x", "--timeout", "3",
+                     env={"CELL_BOOT_EC2_URL": refused(), "CELL_BOOT_GCE_URL": refused(),
+                          "CELL_BOOT_AZURE_URL": imds.url,
+                          "CELL_BOOT_AZURE_OVF_DEVICE": iso_dev})
+        assert r.returncode == 1
+        assert f"mount {iso_dev} read-only (udf, iso9660, ext4): " in r.stderr
+    try:
+        if tool == "cell-boot":
+            r = run_boot("--source", "userdata", "--boot-dir", tmp_path / "boot",
+                         "--timeout", "5",
+                         env={"CELL_BOOT_EC2_URL": refused(), "CELL_BOOT_GCE_URL": refused(),
+                              "CELL_BOOT_AZURE_URL": imds.url,
+                              "CELL_BOOT_AZURE_OVF_DEVICE": ovf_iso,
+                              "CELL_BOOT_AZURE_WIRESERVER": wire.host})
+            boot = tmp_path / "boot"
+        else:
+            root = tmp_path / "root"
+            (root / "etc").mkdir(parents=True)
+            (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+            (root / "etc/group").write_text("root:x:0:\n")
+            r = subprocess.run([need(CLOUDINIT), "--root", str(root), "--datasource", "azure",
+                                "--azure-url", imds.url, "--azure-ovf-device", ovf_iso,
+                                "--azure-wireserver", wire.host,
+                                "--state-dir", str(tmp_path / "st"),
+                                "--log-file", str(tmp_path / "ci.log")],
+                               capture_output=True, text=True, timeout=60)
+            boot = root / "tmp" / "itzo"
+        assert r.returncode == 0, r.stderr
+        assert "azure (ovf-env.xml)" in r.stderr
+        assert listing(str(boot)) == controller.files
+        assert wire.ready_reports() == [{"incarnation": "1", "container": wire.container_id,
+                                         "instance": wire.instance_id, "state": "Ready"}]
+        post = [h for m, p, h in wire.requests if m == "POST"][0]
+        assert post.get("x-ms-agent-name") == "WALinuxAgent"
+        assert not mounted(ovf_iso)
+    finally:
+        imds.close()
+        wire.close()
+
+
+def test_azure_without_a_medium_falls_back_to_imds(controller, tmp_path):
+    imds = md.Azure(user_data=controller.user_data().encode())
+    try:
+        r = run_boot("--source", "userdata", "--boot-dir", tmp_path / "boot", "--timeout", "5",
+                     env={"CELL_BOOT_EC2_URL": refused(), "CELL_BOOT_GCE_URL": refused(),
+                          "CELL_BOOT_AZURE_URL": imds.url,
+                          "CELL_BOOT_AZURE_OVF_DEVICE": str(tmp_path / "no-such-device")})
+        assert r.returncode == 1 and "no-such-device" in r.stderr
+        r = run_boot("--source", "userdata", "--boot-dir", tmp_path / "boot", "--timeout", "5",
+                     env={"CELL_BOOT_EC2_URL": refused(), "CELL_BOOT_GCE_URL": refused(),
+                          "CELL_BOOT_AZURE_URL": imds.url})
+        assert r.returncode == 0, r.stderr
+        assert listing(str(tmp_path / "boot")) == controller.files
+        assert "user data from azure " in r.stderr
+    finally:
+        imds.close()
