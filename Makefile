@@ -68,7 +68,7 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(OUT)/pic/%.o,$(1))
 
-.PHONY: all check asan lint fuzz clean tests deps
+.PHONY: all check asan lint fuzz clean tests deps install release
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -177,6 +177,44 @@ asan:
 		SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" check
 
 fuzz: $(FUZZ_LIBFUZZER)
+
+# make install PREFIX=/usr/local DESTDIR=: binaries, the pull module beside
+# them (<prefix>/lib/cell), docs, and the systemd units and OpenRC scripts
+# from image-build/init with their paths filled in.
+PREFIX ?= /usr/local
+SYSTEMD_DIR ?= /etc/systemd/system
+OPENRC_DIR ?= /etc/init.d
+ARCH := $(shell uname -m)
+RELEASE := cell-$(VERSION)-linux-$(ARCH).tar.gz
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/cell \
+		$(DESTDIR)$(PREFIX)/share/doc/cell $(DESTDIR)$(SYSTEMD_DIR) \
+		$(DESTDIR)$(OPENRC_DIR)
+	install -m 0755 $(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(PULLMOD) $(DESTDIR)$(PREFIX)/lib/cell/
+	install -m 0644 README.md docs/*.md \
+		image-build/init/custom-image.cloud-config \
+		$(DESTDIR)$(PREFIX)/share/doc/cell/
+	for f in image-build/init/systemd/*.service; do \
+		sed 's|@PREFIX@|$(PREFIX)|g' $$f > \
+		$(DESTDIR)$(SYSTEMD_DIR)/$$(basename $$f) && \
+		chmod 0644 $(DESTDIR)$(SYSTEMD_DIR)/$$(basename $$f) || exit 1; \
+	done
+	for f in image-build/init/openrc/*; do \
+		sed 's|@PREFIX@|$(PREFIX)|g' $$f > \
+		$(DESTDIR)$(OPENRC_DIR)/$$(basename $$f) && \
+		chmod 0755 $(DESTDIR)$(OPENRC_DIR)/$$(basename $$f) || exit 1; \
+	done
+
+# The release tarball (paths from /, PREFIX=/usr/local) and its .sha256,
+# what the custom-image cloud-config downloads.
+release: all
+	rm -rf $(OUT)/release
+	$(MAKE) install DESTDIR=$(abspath $(OUT))/release PREFIX=/usr/local
+	tar -C $(OUT)/release --owner=0 --group=0 --sort=name \
+		-czf $(OUT)/$(RELEASE) .
+	cd $(OUT) && sha256sum $(RELEASE) > $(RELEASE).sha256
 
 lint:
 	scripts/lint.sh

@@ -202,6 +202,7 @@ class Agent:
     def __init__(self, d: str, *args: str, env: Optional[dict] = None, verbose: bool = True,
                  port: Optional[int] = None, binary: str = AGENT):
         need(binary)
+        os.makedirs(d, exist_ok=True)
         self.dir = d
         self.port = port or free_port()
         self.log_path = os.path.join(d, "agent.log")
@@ -705,3 +706,138 @@ def test_azure_without_a_medium_falls_back_to_imds(controller, tmp_path):
         assert "user data from azure " in r.stderr
     finally:
         imds.close()
+
+
+# ---------------------------------------------------------------- install, init systems, custom images
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-s", "-C", REPO, f"OUT={CELL_BUILD}", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def unit_keys(path: str) -> Dict[str, List[str]]:
+    keys: Dict[str, List[str]] = {}
+    for line in open(path):
+        line = line.strip()
+        if line and not line.startswith(("#", "[")) and "=" in line:
+            k, v = line.split("=", 1)
+            keys.setdefault(k, []).append(v)
+    return keys
+
+
+def test_make_install_units_and_helpers_beside_the_agent(controller, agents, tmp_path):
+    """make install PREFIX= DESTDIR= lays out binaries, the pull module,
+    docs, systemd units (checked by systemd-analyze) and OpenRC scripts;
+    the installed agent finds cell-boot beside itself and boots."""
+    prefix = str(tmp_path / "prefix")
+    r = make("install", f"PREFIX={prefix}", f"SYSTEMD_DIR={prefix}/systemd",
+             f"OPENRC_DIR={prefix}/openrc")
+    assert r.returncode == 0, r.stderr
+    for n in ("cell-agent", "cell-boot", "cell-monitor", "cell-cloudinit", "cell-pull"):
+        assert os.access(f"{prefix}/bin/{n}", os.X_OK), n
+    assert os.path.isfile(f"{prefix}/lib/cell/pullmod.so")
+    assert os.path.isfile(f"{prefix}/share/doc/cell/boot.md")
+    units = [f"{prefix}/systemd/cell-agent.service", f"{prefix}/systemd/cell-cloudinit.service"]
+    v = subprocess.run(["systemd-analyze", "verify", *units], capture_output=True, text=True)
+    assert v.returncode == 0 and not v.stderr.strip() and not v.stdout.strip(), v.stderr
+    agent = unit_keys(units[0])
+    assert agent["ExecStart"] == [f"{prefix}/bin/cell-agent"]
+    assert "cell-cloudinit.service" in agent["After"][0].split()
+    assert agent["Restart"] == ["always"] and agent["KillMode"] == ["process"]
+    assert agent["OOMScoreAdjust"] == ["-1000"]
+    assert unit_keys(units[1])["Before"] == ["cell-agent.service"]
+    for s in ("cell-agent", "cell-cloudinit"):
+        p = f"{prefix}/openrc/{s}"
+        text = open(p).read()
+        assert text.startswith("#!/sbin/openrc-run") and os.access(p, os.X_OK)
+        assert f"{prefix}/bin/{s}" in text and "@PREFIX@" not in text
+        assert subprocess.run(["sh", "-n", p]).returncode == 0
+    assert "after cell-cloudinit" in open(f"{prefix}/openrc/cell-agent").read()
+    # The installed agent runs the installed cell-boot (nothing points at build/).
+    imds = md.IMDS(user_data=controller.user_data().encode())
+    try:
+        a = agents(str(tmp_path / "run"), "--boot-dir", str(tmp_path / "itzo"),
+                   "--boot-source", "userdata", binary=f"{prefix}/bin/cell-agent",
+                   env={"CELL_BOOT_EC2_URL": imds.url, "CELL_BOOT_GCE_URL": refused(),
+                        "CELL_BOOT_AZURE_URL": refused()})
+        assert a.wait_ping(controller) == "pong"
+    finally:
+        imds.close()
+
+
+class Flaky(md.Static):
+    """Static files, but the first `fail` GETs answer 503."""
+
+    def __init__(self, files, fail: int):
+        self.fail = fail
+        super().__init__(files)
+
+    def handle(self, method, path, headers):
+        with self.lock:
+            self.fail -= 1
+            if self.fail >= 0:
+                return 503, {}, "Service Unavailable"
+        return super().handle(method, path, headers)
+
+
+def run_cloudinit_chrooted(cell, user_data: str, tmp_path) -> subprocess.CompletedProcess:
+    ud = tmp_path / "user-data"
+    ud.write_text(user_data)
+    script = ('mount --bind "$1" "$1" || exit 99; shift; "$@"')
+    return subprocess.run(
+        ["unshare", "--mount", "--uts", "--", "/bin/sh", "-c", script, "sh", cell.root,
+         need(CLOUDINIT), "--root", cell.root, "--state-dir", cell.state, "--log-file",
+         cell.log, "--datasource", "file", "--file", str(ud), "--chroot-commands"],
+        capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"})
+
+
+@pytest.fixture
+def release():
+    r = make("release")
+    assert r.returncode == 0, r.stderr
+    version = open(os.path.join(REPO, "VERSION")).read().strip()
+    tarball = os.path.join(CELL_BUILD, f"cell-{version}-linux-{os.uname().machine}.tar.gz")
+    want = open(tarball + ".sha256").read().split()[0]
+    assert want == sha256(tarball)
+    return tarball, want
+
+
+@pytest.mark.parametrize("good", [True, False])
+def test_custom_image_cloud_config_installs_the_release(release, tmp_path, good):
+    """The documented snippet, run by a cloud-init (ours, in a busybox
+    root): it retries a failing download, checks the tarball's SHA-256,
+    unpacks it and, with no init system there, says how to start the
+    agent. A wrong hash installs nothing."""
+    from test_cloudinit import Cell
+    tarball, want = release
+    cell = Cell(str(tmp_path / "cell"))
+    web = Flaky({"/rel/cell.tar.gz": open(tarball, "rb").read()}, fail=2)
+    try:
+        snippet = open(os.path.join(REPO, "image-build/init/custom-image.cloud-config")).read()
+        v = subprocess.run([need(CLOUDINIT), "--validate", "/dev/stdin"], input=snippet,
+                           capture_output=True, text=True)
+        assert v.returncode == 0 and "0 error(s), 0 warning(s)" in v.stdout, v.stdout
+        ud = snippet.replace("@URL@", web.url + "/rel/cell.tar.gz")
+        ud = ud.replace('"@SHA256@"]', f'"{want if good else "0" * 64}", "3"]')
+        r = run_cloudinit_chrooted(cell, ud, tmp_path)
+        log = open(cell.log).read()
+        installed = cell.path("usr/local/bin/cell-agent")
+        if good:
+            assert r.returncode == 0, log[-3000:]
+            assert sha256(installed) == sha256(os.path.join(CELL_BUILD, "bin", "cell-agent"))
+            assert os.path.isfile(cell.path("usr/local/lib/cell/pullmod.so"))
+            assert os.path.isfile(cell.path("etc/systemd/system/cell-agent.service"))
+            assert os.access(cell.path("etc/init.d/cell-agent"), os.X_OK)
+            assert "download" in log and "failed (try 1)" in log and "(try 2)" in log
+            assert "no systemd or OpenRC here" in log
+        else:
+            assert r.returncode != 0
+            assert "giving up; nothing installed" in log
+            assert f"want {'0' * 64}" in log
+            assert not os.path.exists(installed)
+    finally:
+        web.close()
