@@ -128,9 +128,10 @@ int bootrun(const struct bootrun_opts *o)
 	for (;; attempt++) {
 		if (dir && !complete(o->boot_dir)) {
 			rc = EXIT_RETRY;
-			log_info("boot: waiting for ca.crt, server.crt and "
-				 "server.key in %s (cell-cloudinit writes them)",
-				 o->boot_dir);
+			log_info(
+			    "boot: waiting for ca.crt, server.crt and "
+			    "server.key in %s (cell-cloudinit writes them)",
+			    o->boot_dir);
 		} else if (local && complete(o->boot_dir) &&
 			   !wants_version(o->boot_dir)) {
 			return 0;

@@ -235,7 +235,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_BOOT_SOURCE:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "ssm") &&
-			    strcmp(optarg, "userdata") && strcmp(optarg, "dir")) {
+			    strcmp(optarg, "userdata") &&
+			    strcmp(optarg, "dir")) {
 				fprintf(stderr,
 					"cell-agent: --boot-source %s: want "
 					"auto, ssm, userdata or dir\n",

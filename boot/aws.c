@@ -56,8 +56,7 @@ int aws_identity(const struct boot_opts *o, char **iid, char **region,
 		 struct cerr *e)
 {
 	static const char *const paths[] = {
-	    "latest/meta-data/instance-id",
-	    "latest/meta-data/placement/region",
+	    "latest/meta-data/instance-id", "latest/meta-data/placement/region",
 	    "latest/meta-data/placement/availability-zone"};
 	char *v[3] = {NULL, NULL, NULL};
 
@@ -189,8 +188,7 @@ static int creds_from_imds(const struct boot_opts *o, struct aws_creds *c,
 		struct tm tm;
 		strftime(until, sizeof(until), "%Y-%m-%dT%H:%M:%SZ",
 			 gmtime_r(&c->expires, &tm));
-		log_info("credentials of role %s, valid until %s", role,
-			 until);
+		log_info("credentials of role %s, valid until %s", role, until);
 	}
 	return r;
 }
@@ -203,8 +201,8 @@ int aws_creds_get(const struct boot_opts *o, struct aws_creds *c, bool force,
 
 	if (m && *m)
 		margin = strtol(m, NULL, 10);
-	if (c->akid && (c->from_env ||
-			(!force && c->expires - time(NULL) > margin)))
+	if (c->akid &&
+	    (c->from_env || (!force && c->expires - time(NULL) > margin)))
 		return 0;
 	aws_creds_free(c);
 	c->akid = env("AWS_ACCESS_KEY_ID", NULL);

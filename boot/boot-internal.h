@@ -11,11 +11,11 @@
 #include "err.h"
 #include "yamlmap.h"
 
-#define BOOT_MAX_PARAM (64u << 10)     /* one SSM reply */
-#define BOOT_MAX_PAYLOAD (1u << 20)    /* the joined payload */
-#define BOOT_MAX_CHUNKS 64	       /* config_0 … config_63 */
-#define BOOT_MAX_AGENT (256u << 20)    /* a downloaded agent binary */
-#define BOOT_CREDS_MARGIN_S 300	       /* refresh credentials this early */
+#define BOOT_MAX_PARAM (64u << 10)  /* one SSM reply */
+#define BOOT_MAX_PAYLOAD (1u << 20) /* the joined payload */
+#define BOOT_MAX_CHUNKS 64	    /* config_0 … config_63 */
+#define BOOT_MAX_AGENT (256u << 20) /* a downloaded agent binary */
+#define BOOT_CREDS_MARGIN_S 300	    /* refresh credentials this early */
 
 /* ---- http.c: libcurl easy requests ---- */
 struct boot_http {

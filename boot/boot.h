@@ -12,17 +12,17 @@ enum boot_source { BOOT_AUTO, BOOT_SSM, BOOT_USERDATA, BOOT_DIR };
 
 struct boot_opts {
 	enum boot_source source;
-	const char *boot_dir;	   /* /tmp/itzo */
-	const char *userdata_dir;  /* the path user data writes: /tmp/itzo */
-	const char *ec2_url;	   /* IMDS base (http://169.254.169.254) */
+	const char *boot_dir;	  /* /tmp/itzo */
+	const char *userdata_dir; /* the path user data writes: /tmp/itzo */
+	const char *ec2_url;	  /* IMDS base (http://169.254.169.254) */
 	const char *gce_url, *azure_url;
 	const char *azure_ovf_device, *azure_wireserver;
-	const char *ssm_endpoint;  /* NULL: https://ssm.<region>.amazonaws.com */
-	const char *ca_bundle;	   /* NULL: the system's */
-	const char *region;	   /* NULL: AWS_REGION, else IMDS */
-	const char *instance_id;   /* NULL: IMDS */
-	const char *param_base;	   /* /kip/cells */
-	const char *agent_path;	   /* the binary a self-update replaces */
+	const char *ssm_endpoint; /* NULL: https://ssm.<region>.amazonaws.com */
+	const char *ca_bundle;	  /* NULL: the system's */
+	const char *region;	  /* NULL: AWS_REGION, else IMDS */
+	const char *instance_id;  /* NULL: IMDS */
+	const char *param_base;	  /* /kip/cells */
+	const char *agent_path;	  /* the binary a self-update replaces */
 	const char *agent_version; /* the running agent's version */
 	const char *state_dir;	   /* where the update marker lives */
 	bool update_only;	   /* --source dir: only the version check */

@@ -23,7 +23,8 @@ static void usage(FILE *f)
 	      "                        metadata services (CELL_BOOT_EC2_URL…)\n"
 	      "  --azure-ovf-device D --azure-wireserver H\n"
 	      "                        Azure provisioning medium, wire server\n"
-	      "                        (CELL_BOOT_AZURE_OVF_DEVICE, …WIRESERVER)\n"
+	      "                        (CELL_BOOT_AZURE_OVF_DEVICE, "
+	      "…WIRESERVER)\n"
 	      "  --ssm-endpoint URL    (AWS_ENDPOINT_URL_SSM)\n"
 	      "  --ca-bundle FILE      CAs for HTTPS (AWS_CA_BUNDLE)\n"
 	      "  --region R --instance-id I   (AWS_REGION; else IMDS)\n"
@@ -100,8 +101,10 @@ static int parse_source(const char *s, enum boot_source *out)
 			*out = (enum boot_source)i;
 			return 0;
 		}
-	fprintf(stderr, "cell-boot: --source %s: want auto, ssm, userdata "
-			"or dir\n", s);
+	fprintf(stderr,
+		"cell-boot: --source %s: want auto, ssm, userdata "
+		"or dir\n",
+		s);
 	return -1;
 }
 
@@ -110,32 +113,68 @@ static int set(struct boot_opts *o, int c, const char *arg)
 	char *end;
 
 	switch (c) {
-	case O_SOURCE: return parse_source(arg, &o->source);
-	case O_BOOT: o->boot_dir = arg; break;
-	case O_UDDIR: o->userdata_dir = arg; break;
-	case O_EC2: o->ec2_url = arg; break;
-	case O_GCE: o->gce_url = arg; break;
-	case O_AZURE: o->azure_url = arg; break;
-	case O_AZURE_OVF: o->azure_ovf_device = arg; break;
-	case O_AZURE_WIRE: o->azure_wireserver = arg; break;
-	case O_SSM: o->ssm_endpoint = arg; break;
-	case O_CA: o->ca_bundle = arg; break;
-	case O_REGION: o->region = arg; break;
-	case O_IID: o->instance_id = arg; break;
-	case O_BASE: o->param_base = arg; break;
-	case O_APATH: o->agent_path = arg; break;
-	case O_AVER: o->agent_version = arg; break;
-	case O_STATE: o->state_dir = arg; break;
-	case O_UPDATE: o->update_only = true; break;
+	case O_SOURCE:
+		return parse_source(arg, &o->source);
+	case O_BOOT:
+		o->boot_dir = arg;
+		break;
+	case O_UDDIR:
+		o->userdata_dir = arg;
+		break;
+	case O_EC2:
+		o->ec2_url = arg;
+		break;
+	case O_GCE:
+		o->gce_url = arg;
+		break;
+	case O_AZURE:
+		o->azure_url = arg;
+		break;
+	case O_AZURE_OVF:
+		o->azure_ovf_device = arg;
+		break;
+	case O_AZURE_WIRE:
+		o->azure_wireserver = arg;
+		break;
+	case O_SSM:
+		o->ssm_endpoint = arg;
+		break;
+	case O_CA:
+		o->ca_bundle = arg;
+		break;
+	case O_REGION:
+		o->region = arg;
+		break;
+	case O_IID:
+		o->instance_id = arg;
+		break;
+	case O_BASE:
+		o->param_base = arg;
+		break;
+	case O_APATH:
+		o->agent_path = arg;
+		break;
+	case O_AVER:
+		o->agent_version = arg;
+		break;
+	case O_STATE:
+		o->state_dir = arg;
+		break;
+	case O_UPDATE:
+		o->update_only = true;
+		break;
 	case O_TIMEOUT:
 		o->timeout = strtod(arg, &end);
 		if (*end || !(o->timeout > 0 && o->timeout <= 3600)) {
-			fprintf(stderr, "cell-boot: --timeout %s: want 0.1 "
-					"to 3600 seconds\n", arg);
+			fprintf(stderr,
+				"cell-boot: --timeout %s: want 0.1 "
+				"to 3600 seconds\n",
+				arg);
 			return -1;
 		}
 		break;
-	default: return -1;
+	default:
+		return -1;
 	}
 	return 0;
 }

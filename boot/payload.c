@@ -20,8 +20,7 @@ static bool plain_name(const char *s)
 {
 	size_t n = strlen(s);
 
-	if (!n || n > 200 || !strcmp(s, ".") || !strcmp(s, "..") ||
-	    s[0] == '.')
+	if (!n || n > 200 || !strcmp(s, ".") || !strcmp(s, "..") || s[0] == '.')
 		return false;
 	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 			 "0123456789._-") == n;
@@ -53,8 +52,7 @@ int payload_parse(const char *text, size_t len, struct yamlmap *m,
 	return 0;
 }
 
-static int write_tmp(int dfd, const char *tmp, const char *data,
-		     struct cerr *e)
+static int write_tmp(int dfd, const char *tmp, const char *data, struct cerr *e)
 {
 	cleanup_close int fd = -1;
 
@@ -86,8 +84,7 @@ int payload_write(const struct yamlmap *m, const char *dir, struct cerr *e)
 	}
 	if (done < m->n) {
 		for (size_t i = 0; i <= done && i < m->n; i++) {
-			snprintf(tmp, sizeof(tmp), ".%s.boot-new",
-				 m->v[i].key);
+			snprintf(tmp, sizeof(tmp), ".%s.boot-new", m->v[i].key);
 			unlinkat(dfd, tmp, 0);
 		}
 		return cerr_prefix(e, "boot directory %s", dir);

@@ -55,8 +55,8 @@ static int from_userdata(const struct boot_opts *o, enum ci_ds_kind kind,
 
 	if (ci_fetch_userdata(&co, &ud, e) < 0)
 		return cerr_prefix(e, "user data");
-	n = ci_write_prefixed_files(ud.data.data, ud.data.len,
-				    o->userdata_dir, o->boot_dir, e);
+	n = ci_write_prefixed_files(ud.data.data, ud.data.len, o->userdata_dir,
+				    o->boot_dir, e);
 	if (n >= 0)
 		log_info("user data from %s (instance %s): wrote %d boot files "
 			 "to %s",

@@ -73,8 +73,8 @@ static int call(struct ssm *s, const char *body, struct buf *reply,
 static int get_param(struct ssm *s, const char *name, struct buf *out,
 		     struct cerr *e)
 {
-	cleanup_json json_t *req = json_pack("{s:s, s:b}", "Name", name,
-					     "WithDecryption", 1);
+	cleanup_json json_t *req =
+	    json_pack("{s:s, s:b}", "Name", name, "WithDecryption", 1);
 	cleanup_free char *body = json_dumps(req, JSON_COMPACT);
 	struct buf reply;
 	long status = 0;
@@ -91,22 +91,24 @@ static int get_param(struct ssm *s, const char *name, struct buf *out,
 			json_t *p = j ? json_object_get(j, "Parameter") : NULL;
 			const char *v = p ? jstr(p, "Value") : NULL;
 			if (!v) {
-				cerr_set(e, EPROTO, "SSM %s: no Parameter.Value",
-					 name);
+				cerr_set(e, EPROTO,
+					 "SSM %s: no Parameter.Value", name);
 				break;
 			}
 			r = buf_append(out, v, strlen(v), e);
 			break;
 		}
-		if (status == 400 && !strcmp(err_type(j), "ParameterNotFound")) {
+		if (status == 400 &&
+		    !strcmp(err_type(j), "ParameterNotFound")) {
 			r = 1;
 			break;
 		}
 		cerr_set(e, status == 400 ? EACCES : EIO,
 			 "SSM GetParameter %s: HTTP %ld %s: %s", name, status,
-			 err_type(j), j && jstr(j, "message") ? jstr(j, "message")
-			     : j && jstr(j, "Message")	    ? jstr(j, "Message")
-							    : "");
+			 err_type(j),
+			 j && jstr(j, "message")   ? jstr(j, "message")
+			 : j && jstr(j, "Message") ? jstr(j, "Message")
+						   : "");
 		if (!(status == 400 && creds_problem(err_type(j))) ||
 		    s->c->from_env)
 			break;

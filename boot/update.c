@@ -113,8 +113,8 @@ static bool have_version(const struct boot_opts *o, const char *want)
 static int fetch_sum(const struct boot_opts *o, const char *url,
 		     char want[DIGEST_STR_MAX], struct cerr *e)
 {
-	struct boot_http r = {.url = url, .ca_bundle = o->ca_bundle,
-			      .timeout_ms = 30000};
+	struct boot_http r = {
+	    .url = url, .ca_bundle = o->ca_bundle, .timeout_ms = 30000};
 	size_t n;
 
 	buf_init(&r.reply, 4096);
@@ -128,8 +128,8 @@ static int fetch_sum(const struct boot_opts *o, const char *url,
 		return r.status != 200
 			   ? cerr_set(e, EPROTO, "GET %s: HTTP %ld", url,
 				      r.status)
-			   : cerr_set(e, EPROTO,
-				      "%s: not a SHA-256 checksum", url);
+			   : cerr_set(e, EPROTO, "%s: not a SHA-256 checksum",
+				      url);
 	}
 	snprintf(want, DIGEST_STR_MAX, "sha256:%.64s", r.reply.data);
 	for (char *p = want; *p; p++)
@@ -154,8 +154,8 @@ static int install(const struct boot_opts *o, const char *tmp,
 	return 0;
 }
 
-static int download(const struct boot_opts *o, const char *url,
-		    const char *ver, struct cerr *e)
+static int download(const struct boot_opts *o, const char *url, const char *ver,
+		    struct cerr *e)
 {
 	cleanup_free char *bin_url = xasprintf("%s/cell-agent-%s", url, ver);
 	cleanup_free char *sum_url = xasprintf("%s.sha256", bin_url);
@@ -166,8 +166,8 @@ static int download(const struct boot_opts *o, const char *url,
 
 	if (fetch_sum(o, sum_url, want, e) < 0)
 		return -1;
-	tmp = xasprintf("%s/.cell-agent-%s.%d", dirname(dir), ver,
-			(int)getpid());
+	tmp =
+	    xasprintf("%s/.cell-agent-%s.%d", dirname(dir), ver, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0700);
 	if (fd < 0)
 		return cerr_sys(e, "create %s", tmp);
@@ -200,17 +200,19 @@ int update_agent(const struct boot_opts *o, struct cerr *e)
 	if (!ver || !*ver || !strcmp(ver, "latest") || !o->agent_path)
 		return 0;
 	if (!version_ok(ver)) {
-		log_warn("itzo_version \"%.64s\" is not a version name; keeping "
-			 "the running agent",
-			 ver);
+		log_warn(
+		    "itzo_version \"%.64s\" is not a version name; keeping "
+		    "the running agent",
+		    ver);
 		return 0;
 	}
 	if (have_version(o, ver))
 		return 0;
 	if (!url || !*url) {
-		log_warn("itzo_version asks for %s (running %s) but there is no "
-			 "itzo_url; keeping the running agent",
-			 ver, o->agent_version);
+		log_warn(
+		    "itzo_version asks for %s (running %s) but there is no "
+		    "itzo_url; keeping the running agent",
+		    ver, o->agent_version);
 		return 0;
 	}
 	while (url[0] && url[strlen(url) - 1] == '/')

@@ -28,8 +28,8 @@ void ci_ovf_free(struct ci_ovf *o)
 	memset(o, 0, sizeof(*o));
 }
 
-static int field(const char *xml, size_t len, const char *const *path,
-		 size_t n, size_t max, char **out, struct cerr *e)
+static int field(const char *xml, size_t len, const char *const *path, size_t n,
+		 size_t max, char **out, struct cerr *e)
 {
 	struct buf b;
 	int r;
@@ -42,15 +42,14 @@ static int field(const char *xml, size_t len, const char *const *path,
 	return r;
 }
 
-int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o,
-		 struct cerr *e)
+int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o, struct cerr *e)
 {
-	static const char *const custom[] = {"Environment", "ProvisioningSection",
-					     "LinuxProvisioningConfigurationSet",
-					     "CustomData"};
-	static const char *const userdata[] = {"Environment", "ProvisioningSection",
-					       "LinuxProvisioningConfigurationSet",
-					       "UserData"};
+	static const char *const custom[] = {
+	    "Environment", "ProvisioningSection",
+	    "LinuxProvisioningConfigurationSet", "CustomData"};
+	static const char *const userdata[] = {
+	    "Environment", "ProvisioningSection",
+	    "LinuxProvisioningConfigurationSet", "UserData"};
 	static const char *const host[] = {"Environment", "ProvisioningSection",
 					   "LinuxProvisioningConfigurationSet",
 					   "HostName"};
@@ -63,8 +62,7 @@ int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o,
 	if (r == 0)
 		r = field(xml, len, userdata, 4, CI_MAX_USERDATA * 4 / 3 + 1024,
 			  &b64, e);
-	if (r < 0 ||
-	    field(xml, len, host, 4, MAX_FIELD, &o->hostname, e) < 0) {
+	if (r < 0 || field(xml, len, host, 4, MAX_FIELD, &o->hostname, e) < 0) {
 		ci_ovf_free(o);
 		return cerr_prefix(e, "ovf-env.xml");
 	}

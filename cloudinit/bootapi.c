@@ -95,9 +95,9 @@ int ci_write_prefixed_files(const void *ud, size_t len, const char *prefix,
 		for (size_t i = 0; i < cfg.problems.n && !p; i++)
 			if (cfg.problems.v[i].sev == CI_ERROR)
 				p = &cfg.problems.v[i];
-		cerr_set(e, EINVAL, "user data has %zu error(s); first: line %d: %s",
-			 cfg.problems.errors, p ? p->line : 0,
-			 p ? p->msg : "?");
+		cerr_set(
+		    e, EINVAL, "user data has %zu error(s); first: line %d: %s",
+		    cfg.problems.errors, p ? p->line : 0, p ? p->msg : "?");
 		ci_config_free(&cfg);
 		return -1;
 	}
@@ -172,7 +172,8 @@ int ci_ec2_get(const char *base, const char *const *paths, size_t n,
 		r = ec2_round(base, paths, n, deadline, out, e);
 	}
 	if (r == 1)
-		r = cerr_set(e, EACCES, "IMDS refused two fresh session tokens");
+		r = cerr_set(e, EACCES,
+			     "IMDS refused two fresh session tokens");
 	if (r < 0)
 		for (size_t i = 0; i < n; i++) {
 			free(out[i]);

@@ -342,14 +342,13 @@ int ci_xml_text(const char *xml, size_t len, const char *const *path,
 /* ---- azure.c: the provisioning medium and the wire server ---- */
 #define CI_MAX_OVF (1u << 20)
 struct ci_ovf {
-	bool has_userdata; /* CustomData (or UserData) was present */
+	bool has_userdata;   /* CustomData (or UserData) was present */
 	struct buf userdata; /* decoded */
 	char *hostname;
 };
 void ci_ovf_free(struct ci_ovf *o);
 /* Pure: ovf-env.xml into its CustomData (base64-decoded) and HostName. */
-int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o,
-		 struct cerr *e);
+int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o, struct cerr *e);
 /* Mount dev (or the first of /dev/sr0, /dev/cdrom) read-only, read and
  * parse ovf-env.xml, unmount. 1 when there is no such device. */
 int ci_azure_ovf_read(const char *dev, struct ci_ovf *o, struct cerr *e);

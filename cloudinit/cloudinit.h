@@ -33,11 +33,11 @@ struct ci_opts {
 	const char *ec2_url, *gce_url, *azure_url;
 	const char *azure_ovf_device; /* NULL: /dev/sr0, /dev/cdrom */
 	const char *azure_wireserver; /* NULL: 168.63.129.16 */
-	const char *instance_id;  /* overrides the meta-data's */
-	const char *default_user; /* gets top-level ssh keys; "root" */
-	double timeout;		  /* seconds for finding and fetching */
-	bool chroot_commands;	  /* run commands chrooted into the root */
-	bool set_hostname;	  /* sethostname() even with a --root */
+	const char *instance_id;      /* overrides the meta-data's */
+	const char *default_user;     /* gets top-level ssh keys; "root" */
+	double timeout;		      /* seconds for finding and fetching */
+	bool chroot_commands;	      /* run commands chrooted into the root */
+	bool set_hostname;	      /* sethostname() even with a --root */
 	/* Canonical cloud-init's behaviour where ours differs on purpose
 	 * (docs/cloudinit.md "Kept divergences"): */
 	bool canonical_hosts;	    /* /etc/hosts only per manage_etc_hosts */

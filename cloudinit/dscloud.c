@@ -457,7 +457,7 @@ static int ec2_addresses(const char *base, uint64_t deadline, char **pri,
 	cleanup_free char *u2 = NULL, *path = NULL;
 	struct ci_http_req r;
 
-	if (ec2_token(base, deadline, &token, e) < 0)
+	if (ci_ec2_token(base, deadline, &token, e) < 0)
 		return -1;
 	hdr = token ? xasprintf("X-aws-ec2-metadata-token: %s", token) : NULL;
 	ec2_setup(&r, u1, hdr);

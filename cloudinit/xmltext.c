@@ -127,9 +127,9 @@ static int entity(struct xr *x, struct cerr *e)
 			x->p += strlen(ents[i].name);
 			return emit(x, ents[i].text, 1, e);
 		}
-	semi = memchr(x->p, ';', (size_t)(x->end - x->p) < 12
-				      ? (size_t)(x->end - x->p)
-				      : 12);
+	semi =
+	    memchr(x->p, ';',
+		   (size_t)(x->end - x->p) < 12 ? (size_t)(x->end - x->p) : 12);
 	if (!starts(x, "&#") || !semi)
 		return cerr_set(e, EPROTO, "an unknown entity reference");
 	if (x->p[2] == 'x')
@@ -165,8 +165,8 @@ static int skip_attrs(struct xr *x, bool *empty, struct cerr *e)
 	while (x->p < x->end) {
 		char c = *x->p;
 		if (c == '"' || c == '\'') {
-			const char *q = memchr(x->p + 1, c,
-					       (size_t)(x->end - x->p - 1));
+			const char *q =
+			    memchr(x->p + 1, c, (size_t)(x->end - x->p - 1));
 			if (!q)
 				break;
 			x->p = q + 1;

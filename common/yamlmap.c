@@ -101,9 +101,8 @@ static int event(struct ymp *p, const yaml_event_t *ev, struct cerr *e)
 		return cerr_set(e, EINVAL, "line %d: an alias", line);
 	case YAML_DOCUMENT_START_EVENT:
 		if (p->m->n || p->depth)
-			return cerr_set(e, EINVAL,
-					"line %d: more than one document",
-					line);
+			return cerr_set(
+			    e, EINVAL, "line %d: more than one document", line);
 		return 0;
 	case YAML_STREAM_END_EVENT:
 		p->done = true;
@@ -128,9 +127,9 @@ int yamlmap_parse(const char *text, size_t len, struct yamlmap *out,
 		yaml_event_t ev;
 
 		if (!yaml_parser_parse(&yp, &ev)) {
-			r = cerr_set(e, EINVAL, "line %zu: %s",
-				     yp.problem_mark.line + 1,
-				     yp.problem ? yp.problem : "malformed YAML");
+			r = cerr_set(
+			    e, EINVAL, "line %zu: %s", yp.problem_mark.line + 1,
+			    yp.problem ? yp.problem : "malformed YAML");
 			break;
 		}
 		r = event(&p, &ev, e);

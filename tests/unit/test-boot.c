@@ -51,7 +51,8 @@ static void test_payload(void)
 	struct cerr e = {0};
 	struct stat st;
 	const char *good = "ca.crt: A\nserver.crt: B\nserver.key: C\nx_y: D\n";
-	const char *bad = "ca.crt: A\nserver.crt: B\nserver.key: C\n.hidden: x\n";
+	const char *bad =
+	    "ca.crt: A\nserver.crt: B\nserver.key: C\n.hidden: x\n";
 
 	ok(mkdtemp(dir) != NULL, "temp dir");
 	ok(payload_parse(bad, strlen(bad), &m, &e) < 0 &&
@@ -107,8 +108,8 @@ static void test_xml(void)
 	char *inc, *cid, *iid;
 
 	buf_init(&b, 1000);
-	ok(ci_xml_text(doc, strlen(doc), path, 3, &b, &e) == 1,
-	   "found: %s", e.msg);
+	ok(ci_xml_text(doc, strlen(doc), path, 3, &b, &e) == 1, "found: %s",
+	   e.msg);
 	is_str(b.data, "a&bAB<c>", "entities, references, CDATA");
 	buf_free(&b);
 	buf_init(&b, 1000);
