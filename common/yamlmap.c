@@ -35,7 +35,7 @@ struct ymp {
 	bool done;
 };
 
-static int add(struct ymp *p, char *value, struct cerr *e)
+static int add(struct ymp *p, const char *value, struct cerr *e)
 {
 	if (yamlmap_get(p->m, p->key))
 		return cerr_set(e, EINVAL, "line %d: duplicate key \"%s\"",
@@ -48,7 +48,7 @@ static int add(struct ymp *p, char *value, struct cerr *e)
 		p->m->v = xrealloc(p->m->v, p->cap * sizeof(*p->m->v));
 	}
 	p->m->v[p->m->n++] = (struct yamlmap_entry){
-	    .key = p->key, .value = value, .line = p->key_line};
+	    .key = p->key, .value = xstrdup(value), .line = p->key_line};
 	p->key = NULL;
 	return 0;
 }
@@ -73,7 +73,7 @@ static int scalar(struct ymp *p, const yaml_event_t *ev, int line,
 		p->key_line = line;
 		return 0;
 	}
-	return add(p, xstrdup(s), e);
+	return add(p, s, e);
 }
 
 static int event(struct ymp *p, const yaml_event_t *ev, struct cerr *e)
