@@ -148,6 +148,16 @@ int bootrun(const struct bootrun_opts *o)
 			bootrun_reexec(o);
 			return 0;
 		}
+		/* An agent restarted on a booted cell has its files: a source
+		 * that is gone or down (the parameter deleted, IMDS slow)
+		 * must not keep it from serving. */
+		if (!dir && complete(o->boot_dir)) {
+			log_warn(
+			    "boot: %s (%s) failed; using the files already "
+			    "in %s",
+			    o->helper, o->source, o->boot_dir);
+			return 0;
+		}
 		log_info("boot: attempt %d (%s) not done (%s exit %d); next in "
 			 "%.1f s",
 			 attempt + 1, o->source, o->helper, rc, wait / 1000.0);

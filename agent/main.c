@@ -149,7 +149,8 @@ static void add_config_flag(const char *key, const char *val, char **argv,
 		return;
 	}
 	if (!o || o->val == O_PLAIN || o->val == 'h' || o->val == O_VERSION ||
-	    o->val == O_BOOT || o->val == O_BOOT_SOURCE) {
+	    o->val == O_BOOT || o->val == O_BOOT_SOURCE ||
+	    o->val == O_BOOT_HELPER) {
 		log_warn("cell_config.yaml: ignoring %s (not a flag this agent "
 			 "takes from the boot configuration)",
 			 key);

@@ -26,7 +26,8 @@ static int from_ssm(const struct boot_opts *o, struct cerr *e)
 	aws_creds_free(&c);
 	if (r == 0)
 		r = payload_parse(payload.data, payload.len, &m, e);
-	explicit_bzero(payload.data, payload.len);
+	if (payload.data)
+		explicit_bzero(payload.data, payload.len);
 	buf_free(&payload);
 	if (r < 0)
 		return -1;

@@ -402,6 +402,20 @@ def test_whole_path_ssm_parameter_appears_later(cloud, controller, agents, tmp_p
     assert os.stat(tmp_path / "itzo" / "server.key").st_mode & 0o777 == 0o600
 
 
+def test_restarted_agent_serves_with_its_files_when_ssm_is_gone(cloud, controller, agents,
+                                                                tmp_path):
+    """A cell restarting its agent has its files; the parameter may be gone
+    (or SSM down): one failed attempt, then it serves with what it has."""
+    boot = tmp_path / "itzo"
+    boot.mkdir()
+    for n, v in controller.files.items():
+        (boot / n).write_text(v)
+    a = agents(str(tmp_path), "--boot-dir", str(boot), "--boot-source", "ssm", env=cloud.env())
+    assert a.wait_ping(controller) == "pong"
+    assert "failed; using the files already in" in a.log()
+    assert "is not there yet" in a.log()
+
+
 def test_auto_prefers_ssm_on_aws_then_user_data(cloud, controller, tmp_path):
     """auto on EC2 with an instance profile: SSM; without the parameter,
     the user data (a controller that does not use the parameter store)."""
