@@ -23,7 +23,7 @@ CFLAGS ?= -O2 -g
 SAN ?=
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	-Iagent -Inetsetup $(PKG_CFLAGS) \
+	-Iagent -Inetsetup -Iboot $(PKG_CFLAGS) \
 	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
@@ -34,6 +34,7 @@ COMMON_SRC := $(wildcard common/*.c)
 PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
 CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
+BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
 AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c \
 	agent/pullmod-entry.c,$(wildcard agent/*.c))
 # The agent's pull module: imagepull/, the package extractor and their own
@@ -45,14 +46,17 @@ PULLMOD := $(OUT)/lib/cell/pullmod.so
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
 CINIT_LIB := $(OUT)/lib/libcloudinit.a
+BOOT_LIB := $(OUT)/lib/libboot.a
 AGENT_LIB := $(OUT)/lib/libagent.a
 NET_LIB := $(OUT)/lib/libnetsetup.a
-LIBS := $(AGENT_LIB) $(PULL_LIB) $(NET_LIB) $(CINIT_LIB) $(COMMON_LIB)
+LIBS := $(AGENT_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) $(CINIT_LIB) \
+	$(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
 BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
 BINS += $(if $(wildcard netsetup/main.c),$(OUT)/bin/cell-net)
 BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
+BINS += $(if $(wildcard boot/main.c),$(OUT)/bin/cell-boot)
 BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
 BINS += $(if $(wildcard agent/pullmod-entry.c),$(PULLMOD))
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
@@ -64,7 +68,7 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(OUT)/pic/%.o,$(1))
 
-.PHONY: all check asan lint fuzz clean tests deps
+.PHONY: all check asan lint fuzz clean tests deps install release
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -102,6 +106,10 @@ $(CINIT_LIB): $(call obj,$(CINIT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(BOOT_LIB): $(call obj,$(BOOT_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(NET_LIB): $(call obj,$(NET_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -121,6 +129,11 @@ $(OUT)/bin/cell-monitor: $(call obj,agent/monitor-main.c) $(LIBS)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/bin/cell-cloudinit: $(call obj,cloudinit/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(OUT)/bin/cell-boot: $(call obj,boot/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -148,10 +161,10 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
-		$(AGENT_SRC) $(NET_SRC)
+		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup $(PKG_CFLAGS) \
+		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot $(PKG_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)
@@ -164,6 +177,44 @@ asan:
 		SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" check
 
 fuzz: $(FUZZ_LIBFUZZER)
+
+# make install PREFIX=/usr/local DESTDIR=: binaries, the pull module beside
+# them (<prefix>/lib/cell), docs, and the systemd units and OpenRC scripts
+# from image-build/init with their paths filled in.
+PREFIX ?= /usr/local
+SYSTEMD_DIR ?= /etc/systemd/system
+OPENRC_DIR ?= /etc/init.d
+ARCH := $(shell uname -m)
+RELEASE := cell-$(VERSION)-linux-$(ARCH).tar.gz
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/cell \
+		$(DESTDIR)$(PREFIX)/share/doc/cell $(DESTDIR)$(SYSTEMD_DIR) \
+		$(DESTDIR)$(OPENRC_DIR)
+	install -m 0755 $(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(PULLMOD) $(DESTDIR)$(PREFIX)/lib/cell/
+	install -m 0644 README.md docs/*.md \
+		image-build/init/custom-image.cloud-config \
+		$(DESTDIR)$(PREFIX)/share/doc/cell/
+	for f in image-build/init/systemd/*.service; do \
+		sed 's|@PREFIX@|$(PREFIX)|g' $$f > \
+		$(DESTDIR)$(SYSTEMD_DIR)/$$(basename $$f) && \
+		chmod 0644 $(DESTDIR)$(SYSTEMD_DIR)/$$(basename $$f) || exit 1; \
+	done
+	for f in image-build/init/openrc/*; do \
+		sed 's|@PREFIX@|$(PREFIX)|g' $$f > \
+		$(DESTDIR)$(OPENRC_DIR)/$$(basename $$f) && \
+		chmod 0755 $(DESTDIR)$(OPENRC_DIR)/$$(basename $$f) || exit 1; \
+	done
+
+# The release tarball (paths from /, PREFIX=/usr/local) and its .sha256,
+# what the custom-image cloud-config downloads.
+release: all
+	rm -rf $(OUT)/release
+	$(MAKE) install DESTDIR=$(abspath $(OUT))/release PREFIX=/usr/local
+	tar -C $(OUT)/release --owner=0 --group=0 --sort=name \
+		-czf $(OUT)/$(RELEASE) .
+	cd $(OUT) && sha256sum $(RELEASE) > $(RELEASE).sha256
 
 lint:
 	scripts/lint.sh

@@ -14,10 +14,10 @@
 #include <strings.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <yaml.h>
 
 #include "agent-internal.h"
 #include "api.h"
+#include "bootrun.h"
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
@@ -25,6 +25,7 @@
 #include "runtime.h"
 #include "supervisor.h"
 #include "util.h"
+#include "yamlmap.h"
 
 #define CONFIG_MAX (1u << 20)
 #define CONFIG_FLAGS_MAX 64
@@ -32,6 +33,7 @@
 struct opts {
 	int port;
 	const char *boot_dir, *state_dir, *image_cache, *monitor_bin;
+	const char *boot_source, *boot_helper;
 	const char **insecure; /* NULL-terminated */
 	size_t n_insecure;
 	bool plain_http;
@@ -48,12 +50,16 @@ enum {
 	O_INSECURE_REG,
 	O_PLAIN,
 	O_POD_RESERVE,
-	O_VERSION
+	O_VERSION,
+	O_BOOT_SOURCE,
+	O_BOOT_HELPER,
 };
 
 static const struct option longopts[] = {
     {"port", required_argument, NULL, O_PORT},
     {"boot-dir", required_argument, NULL, O_BOOT},
+    {"boot-source", required_argument, NULL, O_BOOT_SOURCE},
+    {"boot-helper", required_argument, NULL, O_BOOT_HELPER},
     {"state-dir", required_argument, NULL, O_STATE},
     {"image-cache", required_argument, NULL, O_CACHE},
     {"monitor-bin", required_argument, NULL, O_MONITOR},
@@ -73,6 +79,9 @@ static void usage(FILE *f)
 	    "  --port N                 HTTPS port (6421)\n"
 	    "  --boot-dir DIR           ca.crt, server.crt, server.key,\n"
 	    "                           cell_config.yaml (/tmp/itzo)\n"
+	    "  --boot-source S          auto|ssm|userdata|dir: where the boot\n"
+	    "                           files come from (auto; docs/boot.md)\n"
+	    "  --boot-helper PATH       cell-boot (next to cell-agent)\n"
 	    "  --state-dir DIR          pod state, units, packages\n"
 	    "                           (/var/lib/cell-agent)\n"
 	    "  --image-cache DIR        image layers (/var/lib/cell/images)\n"
@@ -109,24 +118,39 @@ static const struct option *find_opt(const char *name)
 	return NULL;
 }
 
-static bool truthy(const char *v)
+/* YAML 1.1 booleans as Kip writes them (yaml.Marshal quotes them:
+ * "true"); an empty value means "set". 1 true, 0 false, -1 neither. */
+static int boolean(const char *v)
 {
-	return !*v || !strcasecmp(v, "true") || !strcmp(v, "1") ||
-	       !strcasecmp(v, "yes");
+	static const char *const yes[] = {"", "true", "yes", "on", "y", "1"};
+	static const char *const no[] = {"false", "no", "off", "n", "0"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++)
+		if (!strcasecmp(v, yes[i]))
+			return 1;
+	for (size_t i = 0; i < ARRAY_SIZE(no); i++)
+		if (!strcasecmp(v, no[i]))
+			return 0;
+	return -1;
 }
 
 /* Turn one key/value into argv words. Flags that would weaken the cell
- * (plain HTTP) or that only the old agent had are refused loudly. */
+ * (plain HTTP) or that only the old agent had are refused loudly. A boolean
+ * flag becomes "--name" or nothing, never "--name false" (the old launcher
+ * passed the value as a word of its own, which ended flag parsing). */
 static void add_config_flag(const char *key, const char *val, char **argv,
 			    int *argc)
 {
 	const char *name = config_flag(key);
 	const struct option *o = name ? find_opt(name) : NULL;
 
-	if (!name)
+	if (!name) {
+		log_info("cell_config.yaml: %s kept for add-ons", key);
 		return;
+	}
 	if (!o || o->val == O_PLAIN || o->val == 'h' || o->val == O_VERSION ||
-	    o->val == O_BOOT) {
+	    o->val == O_BOOT || o->val == O_BOOT_SOURCE ||
+	    o->val == O_BOOT_HELPER) {
 		log_warn("cell_config.yaml: ignoring %s (not a flag this agent "
 			 "takes from the boot configuration)",
 			 key);
@@ -137,7 +161,12 @@ static void add_config_flag(const char *key, const char *val, char **argv,
 		return;
 	}
 	if (o->has_arg == no_argument) {
-		if (truthy(val))
+		int b = boolean(val);
+		if (b < 0)
+			log_warn("cell_config.yaml: %s: \"%s\" is not a "
+				 "boolean; ignored",
+				 key, val);
+		if (b == 1)
 			argv[(*argc)++] = xasprintf("--%s", name);
 		return;
 	}
@@ -145,53 +174,13 @@ static void add_config_flag(const char *key, const char *val, char **argv,
 	argv[(*argc)++] = xstrdup(val);
 }
 
-struct cfg_parse {
-	char *key; /* a key waiting for its value */
-	bool in_map, done;
-};
-
-/* One libyaml event of a flat map of strings. */
-static int config_event(struct cfg_parse *cp, const yaml_event_t *ev,
-			char **argv, int *argc, struct cerr *e)
-{
-	switch (ev->type) {
-	case YAML_MAPPING_START_EVENT:
-		if (cp->in_map)
-			return cerr_set(e, EINVAL, "nested map");
-		cp->in_map = true;
-		return 0;
-	case YAML_SCALAR_EVENT:
-		if (!cp->in_map)
-			return cerr_set(e, EINVAL, "not a map");
-		if (!cp->key) {
-			cp->key = xstrdup((const char *)ev->data.scalar.value);
-			return 0;
-		}
-		add_config_flag(cp->key, (const char *)ev->data.scalar.value,
-				argv, argc);
-		free(cp->key);
-		cp->key = NULL;
-		return 0;
-	case YAML_SEQUENCE_START_EVENT:
-	case YAML_ALIAS_EVENT:
-		return cerr_set(e, EINVAL, "values must be strings");
-	case YAML_STREAM_END_EVENT:
-		cp->done = true;
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-/* Read a flat string map; append the flags it holds to argv. A file that
+/* Read the flat string map; append the flags it holds to argv. A file that
  * is not such a map is reported and ignored: the agent must still come up
  * for the controller to reach it. */
 static int read_config(const char *path, char **argv, int *argc, struct cerr *e)
 {
-	struct cfg_parse cp = {0};
+	struct yamlmap m;
 	struct buf b;
-	yaml_parser_t p;
-	int r = 0;
 
 	buf_init(&b, CONFIG_MAX);
 	if (fs_read_file(path, &b, e) < 0) {
@@ -201,27 +190,15 @@ static int read_config(const char *path, char **argv, int *argc, struct cerr *e)
 		cerr_clear(e);
 		return 0;
 	}
-	if (!yaml_parser_initialize(&p)) {
+	if (yamlmap_parse(b.data, b.len, &m, e) < 0) {
 		buf_free(&b);
-		return cerr_set(e, ENOMEM, "yaml_parser_initialize");
+		return -1;
 	}
-	yaml_parser_set_input_string(&p, (const unsigned char *)b.data, b.len);
-	while (!cp.done && r == 0) {
-		yaml_event_t ev;
-
-		if (!yaml_parser_parse(&p, &ev)) {
-			r = cerr_set(e, EINVAL, "line %zu: %s",
-				     p.problem_mark.line + 1,
-				     p.problem ? p.problem : "malformed YAML");
-			break;
-		}
-		r = config_event(&cp, &ev, argv, argc, e);
-		yaml_event_delete(&ev);
-	}
-	free(cp.key);
-	yaml_parser_delete(&p);
+	for (size_t i = 0; i < m.n; i++)
+		add_config_flag(m.v[i].key, m.v[i].value, argv, argc);
+	yamlmap_free(&m);
 	buf_free(&b);
-	return r;
+	return 0;
 }
 
 /* ---- flags ---- */
@@ -256,6 +233,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_STATE:
 			o->state_dir = optarg;
+			break;
+		case O_BOOT_SOURCE:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "ssm") &&
+			    strcmp(optarg, "userdata") &&
+			    strcmp(optarg, "dir")) {
+				fprintf(stderr,
+					"cell-agent: --boot-source %s: want "
+					"auto, ssm, userdata or dir\n",
+					optarg);
+				return -1;
+			}
+			o->boot_source = optarg;
+			break;
+		case O_BOOT_HELPER:
+			o->boot_helper = optarg;
 			break;
 		case O_CACHE:
 			o->image_cache = optarg;
@@ -350,15 +342,23 @@ static char **merged_argv(int argc, char **argv, int *n_out)
 	return all;
 }
 
-static char *default_monitor(void)
+static char *self_path(void)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
 	if (n < 0)
-		return xstrdup("cell-monitor");
+		return NULL;
 	self[n] = '\0';
-	return xasprintf("%s/cell-monitor", dirname(self));
+	return xstrdup(self);
+}
+
+/* A helper binary next to this one. */
+static char *beside_self(const char *self, const char *name)
+{
+	cleanup_free char *d = self ? xstrdup(self) : NULL;
+
+	return d ? xasprintf("%s/%s", dirname(d), name) : xstrdup(name);
 }
 
 /* ---- the backend: the supervisor behind the API ---- */
@@ -415,7 +415,8 @@ static int be_exec(void *ctx, const struct api_exec_req *req,
 
 /* ---- main ---- */
 
-static int run(const struct opts *o, const sigset_t *sigs)
+static int run(const struct opts *o, const sigset_t *sigs,
+	       const struct bootrun_opts *bo)
 {
 	struct agent ag = {.monitor_bin = o->monitor_bin};
 	cleanup_free char *pkgs = xasprintf("%s/packages", o->state_dir);
@@ -458,12 +459,20 @@ static int run(const struct opts *o, const sigset_t *sigs)
 	pullmod_note_threads(); /* the API's workers are the agent's own */
 	log_info("cell-agent %s: serving %s on port %d", CELL_VERSION,
 		 o->plain_http ? "PLAIN HTTP" : "mutual TLS", api_port(api));
-	do
+	for (;;) {
 		sig = sigwaitinfo(sigs, NULL);
-	while (sig < 0 && errno == EINTR);
+		if (sig < 0 && errno == EINTR)
+			continue;
+		if (sig != SIGHUP || bootrun_update_ready(bo))
+			break;
+	}
 	log_info("signal %d: stopping", sig);
 	api_stop(api);
 	sup_stop(ag.sup);
+	/* Units are not the agent's children in spirit: they keep running
+	 * through the exec, and the new agent re-adopts them. */
+	if (sig == SIGHUP)
+		bootrun_reexec(bo);
 	return 0;
 }
 
@@ -476,12 +485,38 @@ int main(int argc, char **argv)
 	    .image_cache = "/var/lib/cell/images",
 	    .pod_memory_reserve = 256ll << 20,
 	};
-	cleanup_free char *monitor = NULL;
+	cleanup_free char *monitor = NULL, *helper = NULL;
+	cleanup_free char *self = self_path();
+	struct bootrun_opts bo;
 	sigset_t sigs;
 	char **all;
 	int n, r;
 
 	log_init("cell-agent", LOG_INFO);
+	/* The command line alone first: --help and bad flags never wait for
+	 * a boot, and the boot step fills the directory that
+	 * cell_config.yaml's flags then come from. */
+	{
+		struct opts cli = o;
+		r = parse_args(argc, argv, &cli);
+		free(cli.insecure);
+		if (r != 0)
+			return r > 0 ? 0 : 2;
+		if (cli.verbose)
+			log_init("cell-agent", LOG_DEBUG);
+		helper = cli.boot_helper ? xstrdup(cli.boot_helper)
+					 : beside_self(self, "cell-boot");
+		bo = (struct bootrun_opts){
+		    .source = cli.boot_source ? cli.boot_source : "auto",
+		    .boot_dir = cli.boot_dir,
+		    .state_dir = cli.state_dir,
+		    .helper = helper,
+		    .self = self,
+		    .argv = argv,
+		};
+		if (bootrun(&bo) < 0)
+			return 1;
+	}
 	all = merged_argv(argc, argv, &n);
 	r = parse_args(n, all, &o);
 	if (r != 0) {
@@ -491,8 +526,10 @@ int main(int argc, char **argv)
 	}
 	if (o.verbose)
 		log_init("cell-agent", LOG_DEBUG);
+	log_debug("flags: %d words from the command line and cell_config.yaml",
+		  n - 1);
 	if (!o.monitor_bin)
-		o.monitor_bin = monitor = default_monitor();
+		o.monitor_bin = monitor = beside_self(self, "cell-monitor");
 	if (o.plain_http)
 		for (int i = 0; i < 3; i++)
 			log_warn(
@@ -504,9 +541,10 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	r = run(&o, &sigs);
+	r = run(&o, &sigs, &bo);
 	free(o.insecure);
 	free(all); /* the strings it points to outlive it */
 	return r;

@@ -281,6 +281,7 @@ char *ci_instance_dir_name(const char *iid);
 struct ci_http_req {
 	const char *url;
 	const char *method;	 /* NULL = GET */
+	const char *post;	 /* a POST body (NUL-terminated), or NULL */
 	const char *headers[4];	 /* "Name: value", NULL-terminated */
 	const char *want_header; /* a response header to keep, or NULL */
 	size_t max_body;
@@ -323,11 +324,45 @@ int ci_ds_gce(const char *base, const char *user, uint64_t deadline,
 	      struct ci_source *out, struct cerr *e);
 int ci_ds_azure(const char *base, uint64_t deadline, struct ci_source *out,
 		struct cerr *e);
+/* An IMDSv2 session token; *token NULL with 0 when IMDS only speaks v1. */
+int ci_ec2_token(const char *base, uint64_t deadline, char **token,
+		 struct cerr *e);
 enum ci_ds_kind ci_ds_probe(const struct ci_opts *o, uint64_t deadline,
 			    struct cerr *e);
 int ci_datasource_fetch(const struct ci_opts *o, struct ci_source *out,
 			struct cerr *e);
 void ci_source_free(struct ci_source *s);
+
+/* ---- xmltext.c: a bounded XML reader (Azure's documents) ---- */
+/* Append to out the text of the first element at path (local names from
+ * the root, prefixes ignored). 1 found, 0 not there, -1 malformed. */
+int ci_xml_text(const char *xml, size_t len, const char *const *path,
+		size_t path_len, struct buf *out, struct cerr *e);
+
+/* ---- azure.c: the provisioning medium and the wire server ---- */
+#define CI_MAX_OVF (1u << 20)
+struct ci_ovf {
+	bool has_userdata;   /* CustomData (or UserData) was present */
+	struct buf userdata; /* decoded */
+	char *hostname;
+};
+void ci_ovf_free(struct ci_ovf *o);
+/* Pure: ovf-env.xml into its CustomData (base64-decoded) and HostName. */
+int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o, struct cerr *e);
+/* Mount dev (or the first of /dev/sr0, /dev/cdrom) read-only, read and
+ * parse ovf-env.xml, unmount. 1 when there is no such device. */
+int ci_azure_ovf_read(const char *dev, struct ci_ovf *o, struct cerr *e);
+/* Pure: the goal state's Incarnation, ContainerId and InstanceId. */
+int ci_goalstate_parse(const char *xml, size_t len, char **incarnation,
+		       char **container, char **instance, struct cerr *e);
+/* Tell the wire server (host[:port]; NULL = 168.63.129.16) that
+ * provisioning is done, as cloud-init does. */
+int ci_azure_report_ready(const char *wireserver, uint64_t deadline,
+			  struct cerr *e);
+/* The Azure datasource: the medium's CustomData first, IMDS for the rest
+ * (and the user data when there is no medium). */
+int ci_ds_azure_full(const struct ci_opts *o, uint64_t deadline,
+		     struct ci_source *out, struct cerr *e);
 
 /* ---- state.c: per-instance markers ---- */
 struct ci_state {

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "buf.h"
 #include "err.h"
 
 enum ci_ds_kind {
@@ -30,11 +31,13 @@ struct ci_opts {
 	const char *seed_dir;	   /* --seed-dir (NoCloud) */
 	const char *cidata_device; /* --cidata-device (NoCloud) */
 	const char *ec2_url, *gce_url, *azure_url;
-	const char *instance_id;  /* overrides the meta-data's */
-	const char *default_user; /* gets top-level ssh keys; "root" */
-	double timeout;		  /* seconds for finding and fetching */
-	bool chroot_commands;	  /* run commands chrooted into the root */
-	bool set_hostname;	  /* sethostname() even with a --root */
+	const char *azure_ovf_device; /* NULL: /dev/sr0, /dev/cdrom */
+	const char *azure_wireserver; /* NULL: 168.63.129.16 */
+	const char *instance_id;      /* overrides the meta-data's */
+	const char *default_user;     /* gets top-level ssh keys; "root" */
+	double timeout;		      /* seconds for finding and fetching */
+	bool chroot_commands;	      /* run commands chrooted into the root */
+	bool set_hostname;	      /* sethostname() even with a --root */
 	/* Canonical cloud-init's behaviour where ours differs on purpose
 	 * (docs/cloudinit.md "Kept divergences"): */
 	bool canonical_hosts;	    /* /etc/hosts only per manage_etc_hosts */
@@ -66,4 +69,27 @@ struct ci_addr_opts {
 int ci_cloud_addresses(const struct ci_addr_opts *o, char **primary,
 		       char **secondary, struct cerr *e);
 
+/* ---- for cell-boot (boot/): the same metadata clients and write_files
+ * writer, without the modules. bootapi.c. ---- */
+struct ci_userdata {
+	char *source;	   /* "ec2 (IMDSv2)", "gce", "azure (ovf-env.xml)"… */
+	char *instance_id; /* from the meta-data */
+	struct buf data;   /* the raw user data (maybe empty) */
+};
+/* Find the datasource as o asks (auto probes EC2, GCE and Azure; unset
+ * URLs mean the link-local address) and fetch its user data. */
+int ci_fetch_userdata(const struct ci_opts *o, struct ci_userdata *out,
+		      struct cerr *e);
+void ci_userdata_free(struct ci_userdata *u);
+/* Parse user data and write its write_files (and milpa_files) entries
+ * whose path lies under `prefix` ("/tmp/itzo") into `dir` instead, with
+ * their modes, each atomically. A document with errors writes nothing.
+ * Returns the number of files written. */
+int ci_write_prefixed_files(const void *ud, size_t len, const char *prefix,
+			    const char *dir, struct cerr *e);
+/* GET paths ("latest/meta-data/instance-id") from EC2's IMDS with a
+ * session token (IMDSv1 when there is none), all at once, retrying until
+ * `timeout` seconds. out[i] is the body, or NULL when IMDS said 404. */
+int ci_ec2_get(const char *base, const char *const *paths, size_t n,
+	       double timeout, char **out, struct cerr *e);
 #endif

@@ -274,7 +274,7 @@ static int ds_auto(const struct ci_opts *o, uint64_t deadline,
 	case CI_DS_GCE:
 		return ci_ds_gce(o->gce_url, o->default_user, deadline, out, e);
 	case CI_DS_AZURE:
-		return ci_ds_azure(o->azure_url, deadline, out, e);
+		return ci_ds_azure_full(o, deadline, out, e);
 	default:
 		if (e->code == ENOSYS)
 			return -1;
@@ -298,7 +298,7 @@ static int dispatch(const struct ci_opts *o, uint64_t deadline,
 	case CI_DS_GCE:
 		return ci_ds_gce(o->gce_url, o->default_user, deadline, out, e);
 	case CI_DS_AZURE:
-		return ci_ds_azure(o->azure_url, deadline, out, e);
+		return ci_ds_azure_full(o, deadline, out, e);
 	case CI_DS_FILE:
 		return ds_file(o, out, e);
 	case CI_DS_URL:

@@ -52,8 +52,8 @@ enum {
 /* PUT a session token. NULL token with 0: IMDSv1 only (the token endpoint
  * said 403/404/405 or stayed silent, which is what a hop limit of 1 looks
  * like from a container), as botocore decides. */
-static int ec2_token(const char *base, uint64_t deadline, char **token,
-		     struct cerr *e)
+int ci_ec2_token(const char *base, uint64_t deadline, char **token,
+		 struct cerr *e)
 {
 	cleanup_free char *url = url_join(base, "latest/api/token");
 	struct ci_http_req r;
@@ -197,7 +197,7 @@ int ci_ds_ec2(const char *base, uint64_t deadline, struct ci_source *out,
 	/* One retry with a fresh token if the first was refused (expired
 	 * or revoked between PUT and GET). */
 	for (int attempt = 0;; attempt++) {
-		if (ec2_token(base, deadline, &token, e) < 0) {
+		if (ci_ec2_token(base, deadline, &token, e) < 0) {
 			r = -1;
 			break;
 		}
@@ -457,7 +457,7 @@ static int ec2_addresses(const char *base, uint64_t deadline, char **pri,
 	cleanup_free char *u2 = NULL, *path = NULL;
 	struct ci_http_req r;
 
-	if (ec2_token(base, deadline, &token, e) < 0)
+	if (ci_ec2_token(base, deadline, &token, e) < 0)
 		return -1;
 	hdr = token ? xasprintf("X-aws-ec2-metadata-token: %s", token) : NULL;
 	ec2_setup(&r, u1, hdr);

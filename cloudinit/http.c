@@ -205,6 +205,8 @@ static int start(CURLM *m, struct slot *s, uint64_t deadline, long try_ms)
 	cu.easy_setopt(h, CURLOPT_PRIVATE, s);
 	if (r->method)
 		cu.easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
+	if (r->post)
+		cu.easy_setopt(h, CURLOPT_POSTFIELDS, r->post);
 	if (r->want_header) {
 		cu.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 		cu.easy_setopt(h, CURLOPT_HEADERDATA, s);

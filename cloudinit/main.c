@@ -33,6 +33,10 @@ static const char usage_text[] =
     "  --ec2-url URL         EC2 IMDS base (http://169.254.169.254)\n"
     "  --gce-url URL         GCE metadata base (same)\n"
     "  --azure-url URL       Azure IMDS base (same)\n"
+    "  --azure-ovf-device D  Azure provisioning medium with ovf-env.xml\n"
+    "                        (/dev/sr0 or /dev/cdrom when present)\n"
+    "  --azure-wireserver H  host[:port] to report ready to\n"
+    "                        (168.63.129.16)\n"
     "  --timeout SECONDS     limit for finding and fetching (default 30)\n"
     "  --instance-id ID      use ID instead of the meta-data's\n"
     "  --root DIR            apply beneath DIR (default /)\n"
@@ -64,6 +68,8 @@ enum {
 	OPT_EC2,
 	OPT_GCE,
 	OPT_AZURE,
+	OPT_AZURE_OVF,
+	OPT_AZURE_WIRE,
 	OPT_TIMEOUT,
 	OPT_IID,
 	OPT_ROOT,
@@ -89,6 +95,8 @@ static const struct option longopts[] = {
     {"ec2-url", required_argument, NULL, OPT_EC2},
     {"gce-url", required_argument, NULL, OPT_GCE},
     {"azure-url", required_argument, NULL, OPT_AZURE},
+    {"azure-ovf-device", required_argument, NULL, OPT_AZURE_OVF},
+    {"azure-wireserver", required_argument, NULL, OPT_AZURE_WIRE},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"instance-id", required_argument, NULL, OPT_IID},
     {"root", required_argument, NULL, OPT_ROOT},
@@ -169,6 +177,8 @@ static const struct {
     {OPT_EC2, offsetof(struct ci_opts, ec2_url)},
     {OPT_GCE, offsetof(struct ci_opts, gce_url)},
     {OPT_AZURE, offsetof(struct ci_opts, azure_url)},
+    {OPT_AZURE_OVF, offsetof(struct ci_opts, azure_ovf_device)},
+    {OPT_AZURE_WIRE, offsetof(struct ci_opts, azure_wireserver)},
     {OPT_IID, offsetof(struct ci_opts, instance_id)},
     {OPT_ROOT, offsetof(struct ci_opts, root)},
     {OPT_STATE, offsetof(struct ci_opts, state_dir)},

@@ -19,6 +19,8 @@ PKGS=(
 	zstd attr curl jq iproute2 util-linux kmod e2fsprogs time procps
 	ca-certificates
 	mmdebstrap # cloudinit: the Debian root canonical cloud-init is compared in
+	awscli # boot: proves the fake SSM endpoint against the real AWS CLI
+	xorriso # boot: ISO images with an Azure ovf-env.xml for loop mounts
 )
 missing=()
 for p in "${PKGS[@]}"; do
