@@ -105,6 +105,9 @@ class Vpc:
         for c in cmds:
             run("ip", *c.split())
         self.sh(V, "echo 1 > /proc/sys/net/ipv4/ip_forward")
+        # A new namespace inherits the host's IPv4 "all"/"default" settings
+        # (devconf_inherit_init_net 0): start the cell from a known one.
+        self.sh(C, "echo 0 > /proc/sys/net/ipv4/ip_forward")
         return self
 
     def down(self) -> None:
