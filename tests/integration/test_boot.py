@@ -459,7 +459,7 @@ def test_user_data_boot_on_each_cloud(controller, tmp_path, cloud_kind):
 
 
 def test_user_data_without_boot_files_waits(tmp_path):
-    s = md.IMDS(user_data=b"#cloud-config\nruncmd: [true]\n")
+    s = md.IMDS(user_data=b"#cloud-config\nruncmd: [\"echo hi\"]\n")
     try:
         r = run_boot("--source", "userdata", "--boot-dir", tmp_path / "boot", "--timeout", "3",
                      env={"CELL_BOOT_EC2_URL": s.url, "CELL_BOOT_GCE_URL": refused(),
