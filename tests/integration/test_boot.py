@@ -206,7 +206,9 @@ class Agent:
         self.dir = d
         self.port = port or free_port()
         self.log_path = os.path.join(d, "agent.log")
-        base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+        # No pod network on the host's own namespace (as test_agent_api).
+        base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+                "CELL_AGENT_POD_NETWORK": "off"}
         base.update(env or {})
         self.args = [binary, "--state-dir", os.path.join(d, "state"), "--image-cache",
                      os.path.join(d, "cache"), *(["-v"] if verbose else []), *args]
