@@ -206,7 +206,9 @@ class Agent:
         self.dir = d
         self.port = port or free_port()
         self.log_path = os.path.join(d, "agent.log")
-        base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
+        # No pod network on the host's own namespace (as test_agent_api).
+        base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+                "CELL_AGENT_POD_NETWORK": "off"}
         base.update(env or {})
         self.args = [binary, "--state-dir", os.path.join(d, "state"), "--image-cache",
                      os.path.join(d, "cache"), *(["-v"] if verbose else []), *args]
@@ -459,7 +461,7 @@ def test_user_data_boot_on_each_cloud(controller, tmp_path, cloud_kind):
 
 
 def test_user_data_without_boot_files_waits(tmp_path):
-    s = md.IMDS(user_data=b"#cloud-config\nruncmd: [true]\n")
+    s = md.IMDS(user_data=b"#cloud-config\nruncmd: [\"echo hi\"]\n")
     try:
         r = run_boot("--source", "userdata", "--boot-dir", tmp_path / "boot", "--timeout", "3",
                      env={"CELL_BOOT_EC2_URL": s.url, "CELL_BOOT_GCE_URL": refused(),
