@@ -346,8 +346,12 @@ static int query_int(const struct route *r, const char *name, int64_t *v,
 		return cerr_set(e, EINVAL, "parameter %s is too long", name);
 	if (f == 0 || !s[0])
 		return 0;
-	if (parse_int64(s, 0, INT64_MAX, v, e) < 0)
+	/* Out of range (a negative count) is the client's mistake like any
+	 * other bad number: 400, not the 500 that ERANGE would map to. */
+	if (parse_int64(s, 0, INT64_MAX, v, e) < 0) {
+		e->code = EINVAL;
 		return cerr_prefix(e, "parameter %s", name);
+	}
 	return 0;
 }
 
@@ -794,6 +798,11 @@ static int h_file(struct mg_connection *c, const struct route *r)
 		return reply_errf(c, EINVAL, "path parameter is too long");
 	if (f == 0 || !path[0])
 		return reply_errf(c, EINVAL, "missing path parameter");
+	/* A relative path would be resolved against the agent's working
+	 * directory, which means nothing to the controller. */
+	if (path[0] != '/')
+		return reply_errf(c, EINVAL, "path '%.200s' is not absolute",
+				  path);
 	if (query_int(r, "lines", &lines, &e) < 0 ||
 	    query_int(r, "bytes", &bytes, &e) < 0)
 		return reply_err(c, &e);
