@@ -68,6 +68,8 @@
 #define DRAIN_AFTER_EXIT_NS (300ull * 1000000)
 /* How long the peer gets to answer our close frame. */
 #define CLOSE_WAIT_NS (2ull * 1000000000)
+/* How long the backend's exec_end gets before SIGKILL. */
+#define EXEC_END_WAIT_NS (2ull * 1000000000)
 /* A body we refuse is read and thrown away up to this much, so that the
  * client sees our answer instead of a reset; past it the connection is
  * closed. */
@@ -1041,6 +1043,7 @@ struct stream {
 	int wake[2];
 	int sock; /* the connection's socket, or -1 when not found */
 	_Atomic uint64_t last_rx;
+	bool in_eof; /* the client's stdin has ended */
 	bool got_params;
 	bool params_ok; /* the parameters were good: the pump may run */
 	uint64_t params_by;
@@ -1355,6 +1358,31 @@ static bool input_pending(struct stream *s)
 	return p;
 }
 
+/* Once everything queued has been written after the client's end of
+ * stdin, the process sees the end too: its pipe is closed; a terminal gets
+ * its EOF character (^D), as if typed, and stays open for the output. */
+static void close_input_at_eof(struct stream *s)
+{
+	bool eof;
+
+	pthread_mutex_lock(&s->mu);
+	eof = s->in_eof && s->in.len == 0;
+	pthread_mutex_unlock(&s->mu);
+	if (!eof || s->in_fd < 0)
+		return;
+	if (s->tty_fd >= 0) {
+		struct termios t;
+		char c = 4;
+
+		if (tcgetattr(s->tty_fd, &t) == 0 && t.c_cc[VEOF])
+			c = (char)t.c_cc[VEOF];
+		if (write(s->in_fd, &c, 1) < 0 && errno == EAGAIN)
+			return; /* the terminal is full: next time */
+	}
+	close(s->in_fd);
+	s->in_fd = -1;
+}
+
 /* ---- exec ---- */
 
 /* Read once from an output fd and send it on ch. 0 data, 1 end, -1 the
@@ -1425,6 +1453,7 @@ static void exec_loop(struct stream *s)
 			close(s->in_fd);
 			s->in_fd = -1;
 		}
+		close_input_at_eof(s);
 		if (ps_rev(&ps, ip) &&
 		    (code = api_wait(s->pidfd, true)) != -2) {
 			exited_at = now_ns();
@@ -1693,6 +1722,7 @@ static void tail_loop(struct stream *s)
 			close(s->in_fd);
 			s->in_fd = -1;
 		}
+		close_input_at_eof(s);
 		r = logtail_read(s->tail, outq_emit, &o, &e);
 		if (r < 0 || outq_flush(&o) < 0)
 			goto out;
@@ -1971,11 +2001,29 @@ static struct stream *stream_new(struct api *a, struct mg_connection *c,
 	return s;
 }
 
-/* Kill what the stream started (the whole process group: the command may
- * have children) and release everything. */
+/* The backend's end of an exec, given a moment to work. */
+static void exec_end(struct stream *s)
+{
+	struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+	uint64_t until = now_ns() + EXEC_END_WAIT_NS;
+
+	/* A pidfd is readable once its process has exited. */
+	if (!s->a->b.exec_end || poll(&p, 1, 0) != 0)
+		return;
+	s->a->b.exec_end(s->a->b.ctx, s->pidfd);
+	while (now_ns() < until) {
+		int r = poll(&p, 1, (int)((until - now_ns()) / 1000000) + 1);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			break;
+	}
+}
+
+/* Kill what the stream started (the backend's way, then the whole process
+ * group: the command may have children) and release everything. */
 static void stream_free(struct stream *s)
 {
 	if (s->pidfd >= 0) {
+		exec_end(s);
 		/* Its children too, when it leads a process group of its own
 		 * (api_spawn's SETSID). It is ours and not reaped yet (alive or
 		 * a zombie), so neither its pid nor its group can have been
@@ -2117,6 +2165,15 @@ static int ws_message(struct stream *s, char *p, size_t n)
 	len = b64_decode(p + 1, n - 1);
 	if (len < 0) {
 		log_debug("stream: a frame that is not base64");
+		return 1;
+	}
+	if (ch == 0 && len == 0 && s->kind != ST_PORTFORWARD) {
+		/* An empty stdin frame is the end of stdin (the controller
+		 * never sends one: it stops sending instead). */
+		pthread_mutex_lock(&s->mu);
+		s->in_eof = true;
+		pthread_mutex_unlock(&s->mu);
+		stream_wake(s);
 		return 1;
 	}
 	if (ch == 0 && (s->in_fd >= 0 || s->pf_fd >= 0))

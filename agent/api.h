@@ -43,6 +43,11 @@ struct api_backend {
 	 * a child of this process, or -1 with e set. NULL: exec answers -1. */
 	int (*exec_start)(void *ctx, const struct api_exec_req *req,
 			  const int stdio[3], struct cerr *e);
+	/* End an exec whose stream has gone: the process of pidfd and
+	 * everything it started. The API waits a moment for the process to
+	 * exit, then SIGKILLs it (and its process group when it leads one).
+	 * NULL: only the SIGKILL. */
+	void (*exec_end)(void *ctx, int pidfd);
 	/* The write end of a unit's stdin for an interactive attach; NULL or
 	 * -1 (ENOTSUP): attach streams output only. */
 	int (*attach_stdin)(void *ctx, const char *unit, struct cerr *e);

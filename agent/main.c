@@ -386,8 +386,8 @@ static char *be_log_path(void *ctx, const char *unit, bool previous,
 
 /* exec through `cell-monitor exec` in the unit's current run directory,
  * which is where its log lives (<run>/log). A TTY is the pty the API made
- * as the command's stdio (the monitor's exec has no controlling-terminal
- * mode yet). SkipNSEnter is ignored: a command always runs in its unit. */
+ * as the command's stdio; the command makes it its controlling terminal.
+ * SkipNSEnter is ignored: a command always runs in its unit. */
 static int be_exec(void *ctx, const struct api_exec_req *req,
 		   const int stdio[3], struct cerr *e)
 {
@@ -413,6 +413,14 @@ static int be_exec(void *ctx, const struct api_exec_req *req,
 	return fd;
 }
 
+/* The stream is gone: the command's whole tree dies (its cgroup). */
+static void be_exec_end(void *ctx, int pidfd)
+{
+	(void)ctx;
+	if (runtime_exec_end(pidfd) < 0)
+		log_debug("exec end: %s", strerror(errno));
+}
+
 /* ---- main ---- */
 
 static int run(const struct opts *o, const sigset_t *sigs,
@@ -434,6 +442,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .status_json = be_status,
 	    .log_path = be_log_path,
 	    .exec_start = be_exec,
+	    .exec_end = be_exec_end,
 	};
 	struct api_opts ao = {
 	    .port = o->port,

@@ -731,19 +731,29 @@ static int block_forwarded(sigset_t *set)
 	sigemptyset(set);
 	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
 		sigaddset(set, sigs[i]);
+	sigaddset(set, EXEC_END_SIGNAL);
 	signal(SIGPIPE, SIG_IGN);
 	if (sigprocmask(SIG_BLOCK, set, NULL) < 0)
 		return -1;
 	return signalfd(-1, set, SFD_CLOEXEC);
 }
 
-/* Pass signals on to the command until it exits; its status is ours. */
-static int forward_until_exit(int sigfd, pid_t child)
+/* Pass signals on to the command until it exits; its status is ours.
+ * EXEC_END_SIGNAL (the agent: the stream is gone; or our parent died)
+ * kills the command's whole cgroup instead. */
+static int forward_until_exit(int sigfd, pid_t child, const struct cgroup *cg)
 {
 	struct signalfd_siginfo si;
 	int status;
 
 	while (read(sigfd, &si, sizeof(si)) == sizeof(si) || errno == EINTR) {
+		if ((int)si.ssi_signo == EXEC_END_SIGNAL) {
+			struct cerr e = {0};
+			if (cg_kill_all(cg, &e) < 0)
+				log_warn("exec: %s", e.msg);
+			kill(child, SIGKILL);
+			continue;
+		}
 		if (si.ssi_signo != SIGCHLD) {
 			kill(child, (int)si.ssi_signo);
 			continue;
@@ -756,9 +766,34 @@ static int forward_until_exit(int sigfd, pid_t child)
 	return 255;
 }
 
-/* Join the unit: its cgroups first (so that everything forked below is
- * counted and killed with the unit), then its namespaces. */
-static int join_unit(const char *dir, struct run_config *c, struct cerr *e)
+/* The command's own cgroup, exec-<our pid> below the unit's in every
+ * hierarchy: limits and usage are the unit's (cgroups are hierarchical),
+ * and the tree the command starts can be killed whole, wherever it puts
+ * itself (its own session, a double fork) and without touching the unit. */
+static int make_exec_cgroup(char *const *unit_dirs, struct cgroup *cg,
+			    struct cerr *e)
+{
+	size_t n = strv_len(unit_dirs);
+	char **dirs = xcalloc(n + 1, sizeof(char *));
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		dirs[i] = xasprintf("%s/exec-%d", unit_dirs[i], (int)getpid());
+		if (rc == 0 && mkdir(dirs[i], 0755) < 0 && errno != EEXIST)
+			rc = cerr_sys(e, "exec cgroup %s", dirs[i]);
+	}
+	cg_from_dirs(cg, dirs);
+	strv_free(dirs);
+	if (rc < 0)
+		cg_destroy(cg, NULL);
+	return rc;
+}
+
+/* Join the unit: its cgroups first (so that we are counted with the unit),
+ * then its namespaces but the mount namespace, which only the command
+ * joins: we stay where the cgroup files are. */
+static int join_unit(const char *dir, struct run_config *c,
+		     struct cgroup *exec_cg, int *mntns_fd, struct cerr *e)
 {
 	struct unit_runtime_state st = {0};
 	struct cgroup cg;
@@ -774,29 +809,48 @@ static int join_unit(const char *dir, struct run_config *c, struct cerr *e)
 	rc = cg_enter(&cg, getpid(), e);
 	cg_free(&cg);
 	if (rc == 0)
+		rc = make_exec_cgroup(st.cgroups, exec_cg, e);
+	if (rc == 0)
 		rc = ctr_join_namespaces(st.container_pid, st.container_start,
-					 e);
+					 mntns_fd, e);
 out:
 	runtime_state_free(&st);
 	return rc;
+}
+
+/* The command is over (or was never started): what it left goes too. */
+static void end_exec_cgroup(struct cgroup *cg)
+{
+	struct cerr e = {0};
+
+	if (cg_kill_all(cg, &e) < 0 || cg_destroy(cg, &e) < 0)
+		log_warn("exec: %s", e.msg);
+	cg_free(cg);
 }
 
 int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
 		 char *const *env, const char *cwd)
 {
 	struct run_config c = {0};
+	struct cgroup cg = {0};
 	struct cerr e = {0};
-	cleanup_close int sigfd = -1;
+	cleanup_close int sigfd = -1, mntns = -1;
 	char **full_env = NULL, msg[REPORT_MAX];
 	int sock[2] = {-1, -1}, rc = 127;
 	sigset_t set;
 	pid_t pid;
 
-	if (join_unit(unit_dir, &c, &e) < 0)
-		goto fail;
+	cg_free(&cg);
+	/* Blocked first: an end asked for during setup is not lost. The
+	 * agent's thread that started us going away ends the exec too. */
 	sigfd = block_forwarded(&set);
-	if (sigfd < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
+	if (sigfd < 0 || prctl(PR_SET_PDEATHSIG, EXEC_END_SIGNAL) < 0) {
+		cerr_sys(&e, "exec setup");
+		goto fail;
+	}
+	if (join_unit(unit_dir, &c, &cg, &mntns, &e) < 0)
+		goto fail;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
 		cerr_sys(&e, "exec setup");
 		goto fail;
 	}
@@ -807,9 +861,19 @@ int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
 		cerr_sys(&e, "fork");
 		goto fail;
 	}
-	if (pid == 0)
-		ctr_exec_child(&c, argv, full_env, cwd ? cwd : c.cwd, sock[1],
-			       sock[0]);
+	if (pid == 0) {
+		struct ctr_exec_args a = {
+		    .cfg = &c,
+		    .argv = argv,
+		    .env = full_env,
+		    .cwd = cwd ? cwd : c.cwd,
+		    .exec_cg = &cg,
+		    .mntns_fd = mntns,
+		    .sync_fd = sock[1],
+		    .peer_fd = sock[0],
+		};
+		ctr_exec_child(&a);
+	}
 	close(sock[1]);
 	sock[1] = -1;
 	if (child_verdict(sock[0], msg, sizeof(msg)) < 0) {
@@ -818,16 +882,23 @@ int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
 		goto fail;
 	}
 	report(&sync_fd, "ok %d", (int)getpid());
-	rc = forward_until_exit(sigfd, pid);
+	rc = forward_until_exit(sigfd, pid, &cg);
 	goto out;
 fail:
 	log_error("%s", e.msg);
 	report(&sync_fd, "error %d %s", e.code, e.msg);
 out:
+	end_exec_cgroup(&cg);
 	close_fds(sock, 2);
 	strv_free(full_env);
 	runconfig_free(&c);
 	return rc;
+}
+
+int runtime_exec_end(int pidfd)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, EXEC_END_SIGNAL, NULL,
+			    0);
 }
 
 /* ========================= the agent's side ========================= */

@@ -178,6 +178,12 @@ struct exec_opts {
  * "unit is not running") otherwise. */
 pid_t runtime_exec(const char *monitor_bin, const char *unit_dir,
 		   const struct exec_opts *o, struct cerr *e);
+/* End an exec early (its stream closed, its probe timed out): the command
+ * and everything it started are killed through their cgroup, which is then
+ * removed, and `cell-monitor exec` exits 137. Returns at once; wait on the
+ * pidfd. SIGKILL to `cell-monitor exec` kills the command only. */
+#define EXEC_END_SIGNAL (SIGRTMIN + 1)
+int runtime_exec_end(int pidfd);
 
 /* ======================= CRI log files (crilog.c) ======================= */
 
@@ -353,19 +359,28 @@ struct ctr_child_args {
 };
 __attribute__((noreturn)) void ctr_child(const struct ctr_child_args *a);
 
-/* `cell-monitor exec`'s child, already in the unit's namespaces and
- * cgroups: credentials, cwd, exec. Errors go to sync_fd. */
-__attribute__((noreturn)) void ctr_exec_child(const struct run_config *c,
-					      char *const *argv,
-					      char *const *env, const char *cwd,
-					      int sync_fd, int peer_fd);
+/* `cell-monitor exec`'s child, already in the unit's namespaces but the
+ * mount namespace: joins exec_cg (its own cgroup below the unit's, so that
+ * the whole tree it starts can be killed at once) and mntns_fd, becomes a
+ * session leader (with stdin as its controlling terminal when stdin is
+ * one), then credentials, cwd, exec. Errors go to sync_fd. */
+struct ctr_exec_args {
+	const struct run_config *cfg;
+	char *const *argv, *const *env;
+	const char *cwd;
+	const struct cgroup *exec_cg;
+	int mntns_fd, sync_fd, peer_fd;
+};
+__attribute__((noreturn)) void ctr_exec_child(const struct ctr_exec_args *a);
 /* Credentials, capabilities and no_new_privs as run.json asks. */
 int ctr_set_creds(const struct run_config *c, struct cerr *e);
 /* execve argv with PATH taken from env; returns only on failure. */
 int ctr_execvpe(char *const *argv, char *const *env, struct cerr *e);
-/* Join a running unit: namespaces of pid (ipc, uts, net, pid, mnt), then
- * the caller must fork for the PID namespace to apply. */
-int ctr_join_namespaces(pid_t pid, uint64_t start_time, struct cerr *e);
+/* Join a running unit: namespaces of pid (ipc, uts, net, pid, and mnt
+ * unless mntns_fd is given, which then gets the mount namespace to join
+ * later), then the caller must fork for the PID namespace to apply. */
+int ctr_join_namespaces(pid_t pid, uint64_t start_time, int *mntns_fd,
+			struct cerr *e);
 
 /* ---- monitor.c ---- */
 
