@@ -778,8 +778,8 @@ static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
 		return reply_err(c, &e);
 	}
 	buf_init(&out, 0);
-	if (files_log_tail(fd, st.st_size, q.lines, q.bytes, q.metadata, &out,
-			   &e) < 0)
+	if (files_log_tail(path, fd, st.st_size, q.lines, q.bytes, q.metadata,
+			   &out, &e) < 0)
 		status = reply_err(c, &e);
 	else
 		status = reply(c, 200, "text/plain; charset=utf-8",
@@ -1765,7 +1765,7 @@ static int tail_begin(struct stream *s, struct cerr *e)
 	/* From the same open file, up to where following starts: no line is
 	 * lost or sent twice in between. */
 	fd = logtail_file(s->tail, &off);
-	return files_log_tail(fd, off, s->q.lines, s->q.bytes, s->q.metadata,
+	return files_log_tail(p, fd, off, s->q.lines, s->q.bytes, s->q.metadata,
 			      &s->first, e);
 }
 

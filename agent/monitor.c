@@ -318,7 +318,16 @@ static int setup_log(struct monitor *m, struct cerr *e)
 		if (fs_mkdir_p(dir, 0755, e) < 0)
 			return cerr_prefix(e, "log directory");
 	}
-	return crilog_open(&m->log, m->cfg.log_path, m->cfg.log_max_bytes, e);
+	if (crilog_open(&m->log, m->cfg.log_path, m->cfg.log_max_bytes, e) < 0)
+		return -1;
+	m->log.max_files = (int)m->cfg.log_max_files;
+	/* A log shipper's view; the unit runs without it if it fails. */
+	if (m->cfg.log_link) {
+		struct cerr le = {0};
+		if (crilog_link(m->cfg.log_path, m->cfg.log_link, &le) < 0)
+			log_warn("%s", le.msg);
+	}
+	return 0;
 }
 
 static int open_ns(const char *path, int *fd, struct cerr *e)
