@@ -500,6 +500,24 @@ static int be_exec(void *ctx, const struct api_exec_req *req,
 	return fd;
 }
 
+/* An interactive attach writes into the unit's stdin FIFO (made by its
+ * monitor in the run directory, next to the log). */
+static int be_attach_stdin(void *ctx, const char *unit, struct cerr *e)
+{
+	struct agent *a = ctx;
+	cleanup_free char *log = sup_log_path(a->sup, unit, false, e);
+	cleanup_free char *p = NULL;
+	int fd;
+
+	if (!log)
+		return -1;
+	p = xasprintf("%s/stdin", dirname(log));
+	fd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return cerr_sys(e, "open %s", p);
+	return fd;
+}
+
 /* The stream is gone: the command's whole tree dies (its cgroup). */
 static void be_exec_end(void *ctx, int pidfd)
 {
@@ -533,6 +551,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .log_path = be_log_path,
 	    .exec_start = be_exec,
 	    .exec_end = be_exec_end,
+	    .attach_stdin = be_attach_stdin,
 	};
 	struct api_opts ao = {
 	    .port = o->port,

@@ -362,9 +362,9 @@ static int child_verdict(int fd, char *msg, size_t sz)
 }
 
 struct spawn_fds {
-	int sock[2];	    /* [0] monitor, [1] child */
-	int out[2], err[2]; /* pipes */
-	int devnull, netns, ipcns, pidns;
+	int sock[2];			  /* [0] monitor, [1] child */
+	int out[2], err[2];		  /* pipes */
+	int devnull, netns, ipcns, pidns; /* devnull: the stdin FIFO */
 	int own_pidns; /* to go back to once the init is born */
 };
 
@@ -377,16 +377,33 @@ static void close_fds(int *fds, size_t n)
 		}
 }
 
-static int open_spawn_fds(const struct run_config *c, struct spawn_fds *f,
-			  struct cerr *e)
+/* The workload's stdin, as Itzo gives every unit one: a FIFO in the unit
+ * directory that an interactive attach writes into (runtime_stdin_path).
+ * Opened read-write, so the workload holds a writer itself and never
+ * reads an end: a shell waits for commands instead of exiting at once. */
+static int open_stdin(const char *dir, struct cerr *e)
+{
+	cleanup_free char *p = xasprintf("%s/stdin", dir);
+	int fd;
+
+	if (mkfifo(p, 0600) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkfifo %s", p);
+	fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return cerr_sys(e, "open %s", p);
+	return fd;
+}
+
+static int open_spawn_fds(const char *dir, const struct run_config *c,
+			  struct spawn_fds *f, struct cerr *e)
 {
 	memset(f, 0xff, sizeof(*f)); /* every fd -1 */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sock) < 0 ||
 	    pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->err, O_CLOEXEC) < 0)
 		return cerr_sys(e, "pipe");
-	f->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	f->devnull = open_stdin(dir, e);
 	if (f->devnull < 0)
-		return cerr_sys(e, "open /dev/null");
+		return -1;
 	if (open_ns(c->netns_path, &f->netns, e) < 0 ||
 	    open_ns(c->ipc_ns_path, &f->ipcns, e) < 0 ||
 	    open_ns(c->pid_ns_path, &f->pidns, e) < 0)
@@ -437,7 +454,7 @@ static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
 	int rc = -1;
 
 	msg[0] = '\0';
-	if (open_spawn_fds(&m->cfg, &f, e) < 0)
+	if (open_spawn_fds(m->dir, &m->cfg, &f, e) < 0)
 		goto out;
 	m->init = clone_init(&m->cfg, &f, e);
 	/* Back to our own PID namespace for children: a process whose

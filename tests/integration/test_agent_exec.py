@@ -8,6 +8,8 @@ process trees (issue 14).
   channel-0 frame).
 - Without a TTY: stdin is a pipe that the empty frame closes; the resize
   frame the controller always sends is ignored.
+- An interactive attach writes into the unit's stdin (a FIFO, as Itzo gives
+  every unit, which never reads an end: a unit reading stdin waits).
 - Closing the stream kills everything the command started, whatever it
   did to escape (background jobs, a new session), and the exec'd processes
   are accounted to the unit's cgroup (a child cgroup of it) meanwhile. A
@@ -45,10 +47,13 @@ def pod(tmp_path_factory, registry):
     c = a.client()
     name = f"ex{os.getpid()}"
     c.update_pod(pod_params("ns_exec", units=[
-        unit(name, registry.ref("t/bbx", "v1"), command=[BB, "sleep", "100000"])],
+        unit(name, registry.ref("t/bbx", "v1"), command=[BB, "sleep", "100000"]),
+        unit(name + "r", registry.ref("t/bbx", "v1"),
+             command=["/bin/sh", "-c", "while read l; do echo \"got $l\"; done; echo eof"])],
         terminationGracePeriodSeconds=0))
-    c.wait_status(lambda s: s["unitStatus"] and
-                  "running" in (s["unitStatus"][0].get("state") or {}), timeout=60)
+    c.wait_status(lambda s: len(s["unitStatus"]) == 2 and
+                  all("running" in (u.get("state") or {}) for u in s["unitStatus"]),
+                  timeout=60)
     yield a, c, name
     c.update_pod(pod_params("ns_exec", terminationGracePeriodSeconds=0))
     units = os.path.join(a.dir, "state", "units")
@@ -197,3 +202,24 @@ def test_exec_cgroups_are_removed(pod):
             left += [os.path.join(top, d) for d in dirs
                      if d.startswith("exec-") and name in top]
     assert not left, left
+
+
+def test_attach_stdin_reaches_the_unit(pod):
+    a, c, name = pod
+    s = c.attach(name + "r", interactive=True)
+    time.sleep(0.3)
+    s.send(0, "hello\n")
+    got = read_until(s, lambda o: b"got hello\n" in o)
+    assert b"got hello\n" in got, got
+    # The end of this client's stdin is not the end of the unit's: it
+    # keeps reading, and a second attach reaches it too (stdinOnce false).
+    s.send(0, b"")
+    s.close()
+    s = c.attach(name + "r", interactive=True)
+    time.sleep(0.3)
+    s.send(0, "again\n")
+    got = read_until(s, lambda o: b"got again\n" in o)
+    s.close()
+    assert b"got again\n" in got and b"eof" not in got, got
+    st = c.status()
+    assert all("running" in (u.get("state") or {}) for u in st["unitStatus"]), st
