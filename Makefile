@@ -10,7 +10,7 @@
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 OUT ?= build
 CC ?= cc
-PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1
+PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1 zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lcivetweb \
 	-lcap -lpthread $(shell pkg-config --libs libmnl libip4tc 2>/dev/null)

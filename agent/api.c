@@ -68,6 +68,8 @@
 #define DRAIN_AFTER_EXIT_NS (300ull * 1000000)
 /* How long the peer gets to answer our close frame. */
 #define CLOSE_WAIT_NS (2ull * 1000000000)
+/* How long the backend's exec_end gets before SIGKILL. */
+#define EXEC_END_WAIT_NS (2ull * 1000000000)
 /* A body we refuse is read and thrown away up to this much, so that the
  * client sees our answer instead of a reset; past it the connection is
  * closed. */
@@ -346,8 +348,12 @@ static int query_int(const struct route *r, const char *name, int64_t *v,
 		return cerr_set(e, EINVAL, "parameter %s is too long", name);
 	if (f == 0 || !s[0])
 		return 0;
-	if (parse_int64(s, 0, INT64_MAX, v, e) < 0)
+	/* Out of range (a negative count) is the client's mistake like any
+	 * other bad number: 400, not the 500 that ERANGE would map to. */
+	if (parse_int64(s, 0, INT64_MAX, v, e) < 0) {
+		e->code = EINVAL;
 		return cerr_prefix(e, "parameter %s", name);
+	}
 	return 0;
 }
 
@@ -772,8 +778,8 @@ static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
 		return reply_err(c, &e);
 	}
 	buf_init(&out, 0);
-	if (files_log_tail(fd, st.st_size, q.lines, q.bytes, q.metadata, &out,
-			   &e) < 0)
+	if (files_log_tail(path, fd, st.st_size, q.lines, q.bytes, q.metadata,
+			   &out, &e) < 0)
 		status = reply_err(c, &e);
 	else
 		status = reply(c, 200, "text/plain; charset=utf-8",
@@ -794,6 +800,11 @@ static int h_file(struct mg_connection *c, const struct route *r)
 		return reply_errf(c, EINVAL, "path parameter is too long");
 	if (f == 0 || !path[0])
 		return reply_errf(c, EINVAL, "missing path parameter");
+	/* A relative path would be resolved against the agent's working
+	 * directory, which means nothing to the controller. */
+	if (path[0] != '/')
+		return reply_errf(c, EINVAL, "path '%.200s' is not absolute",
+				  path);
 	if (query_int(r, "lines", &lines, &e) < 0 ||
 	    query_int(r, "bytes", &bytes, &e) < 0)
 		return reply_err(c, &e);
@@ -1032,6 +1043,7 @@ struct stream {
 	int wake[2];
 	int sock; /* the connection's socket, or -1 when not found */
 	_Atomic uint64_t last_rx;
+	bool in_eof; /* the client's stdin has ended */
 	bool got_params;
 	bool params_ok; /* the parameters were good: the pump may run */
 	uint64_t params_by;
@@ -1346,6 +1358,31 @@ static bool input_pending(struct stream *s)
 	return p;
 }
 
+/* Once everything queued has been written after the client's end of
+ * stdin, the process sees the end too: its pipe is closed; a terminal gets
+ * its EOF character (^D), as if typed, and stays open for the output. */
+static void close_input_at_eof(struct stream *s)
+{
+	bool eof;
+
+	pthread_mutex_lock(&s->mu);
+	eof = s->in_eof && s->in.len == 0;
+	pthread_mutex_unlock(&s->mu);
+	if (!eof || s->in_fd < 0)
+		return;
+	if (s->tty_fd >= 0) {
+		struct termios t;
+		char c = 4;
+
+		if (tcgetattr(s->tty_fd, &t) == 0 && t.c_cc[VEOF])
+			c = (char)t.c_cc[VEOF];
+		if (write(s->in_fd, &c, 1) < 0 && errno == EAGAIN)
+			return; /* the terminal is full: next time */
+	}
+	close(s->in_fd);
+	s->in_fd = -1;
+}
+
 /* ---- exec ---- */
 
 /* Read once from an output fd and send it on ch. 0 data, 1 end, -1 the
@@ -1416,6 +1453,7 @@ static void exec_loop(struct stream *s)
 			close(s->in_fd);
 			s->in_fd = -1;
 		}
+		close_input_at_eof(s);
 		if (ps_rev(&ps, ip) &&
 		    (code = api_wait(s->pidfd, true)) != -2) {
 			exited_at = now_ns();
@@ -1684,6 +1722,7 @@ static void tail_loop(struct stream *s)
 			close(s->in_fd);
 			s->in_fd = -1;
 		}
+		close_input_at_eof(s);
 		r = logtail_read(s->tail, outq_emit, &o, &e);
 		if (r < 0 || outq_flush(&o) < 0)
 			goto out;
@@ -1726,7 +1765,7 @@ static int tail_begin(struct stream *s, struct cerr *e)
 	/* From the same open file, up to where following starts: no line is
 	 * lost or sent twice in between. */
 	fd = logtail_file(s->tail, &off);
-	return files_log_tail(fd, off, s->q.lines, s->q.bytes, s->q.metadata,
+	return files_log_tail(p, fd, off, s->q.lines, s->q.bytes, s->q.metadata,
 			      &s->first, e);
 }
 
@@ -1962,11 +2001,29 @@ static struct stream *stream_new(struct api *a, struct mg_connection *c,
 	return s;
 }
 
-/* Kill what the stream started (the whole process group: the command may
- * have children) and release everything. */
+/* The backend's end of an exec, given a moment to work. */
+static void exec_end(struct stream *s)
+{
+	struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
+	uint64_t until = now_ns() + EXEC_END_WAIT_NS;
+
+	/* A pidfd is readable once its process has exited. */
+	if (!s->a->b.exec_end || poll(&p, 1, 0) != 0)
+		return;
+	s->a->b.exec_end(s->a->b.ctx, s->pidfd);
+	while (now_ns() < until) {
+		int r = poll(&p, 1, (int)((until - now_ns()) / 1000000) + 1);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			break;
+	}
+}
+
+/* Kill what the stream started (the backend's way, then the whole process
+ * group: the command may have children) and release everything. */
 static void stream_free(struct stream *s)
 {
 	if (s->pidfd >= 0) {
+		exec_end(s);
 		/* Its children too, when it leads a process group of its own
 		 * (api_spawn's SETSID). It is ours and not reaped yet (alive or
 		 * a zombie), so neither its pid nor its group can have been
@@ -2108,6 +2165,15 @@ static int ws_message(struct stream *s, char *p, size_t n)
 	len = b64_decode(p + 1, n - 1);
 	if (len < 0) {
 		log_debug("stream: a frame that is not base64");
+		return 1;
+	}
+	if (ch == 0 && len == 0 && s->kind != ST_PORTFORWARD) {
+		/* An empty stdin frame is the end of stdin (the controller
+		 * never sends one: it stops sending instead). */
+		pthread_mutex_lock(&s->mu);
+		s->in_eof = true;
+		pthread_mutex_unlock(&s->mu);
+		stream_wake(s);
 		return 1;
 	}
 	if (ch == 0 && (s->in_fd >= 0 || s->pf_fd >= 0))

@@ -43,6 +43,11 @@ struct api_backend {
 	 * a child of this process, or -1 with e set. NULL: exec answers -1. */
 	int (*exec_start)(void *ctx, const struct api_exec_req *req,
 			  const int stdio[3], struct cerr *e);
+	/* End an exec whose stream has gone: the process of pidfd and
+	 * everything it started. The API waits a moment for the process to
+	 * exit, then SIGKILLs it (and its process group when it leads one).
+	 * NULL: only the SIGKILL. */
+	void (*exec_end)(void *ctx, int pidfd);
 	/* The write end of a unit's stdin for an interactive attach; NULL or
 	 * -1 (ENOTSUP): attach streams output only. */
 	int (*attach_stdin)(void *ctx, const char *unit, struct cerr *e);
@@ -107,44 +112,26 @@ int api_run(char *const argv[], struct buf *out, int timeout_s, struct cerr *e);
 int files_tail(const char *path, int64_t lines, int64_t bytes, struct buf *out,
 	       struct cerr *e);
 
-/* One line of a CRI log file: "<RFC3339Nano> <stdout|stderr> <P|F> text". */
-struct cri_line {
-	const char *time;
-	size_t time_len;
-	int stream; /* 1 stdout, 2 stderr */
-	bool partial;
-	const char *text;
-	size_t text_len;
-};
-bool cri_parse(const char *line, size_t n, struct cri_line *out);
+/* Unit logs, read with crilog's reader (runtime.h). What a client sees
+ * is the text of each line (partial lines joined), or with metadata whole
+ * CRI lines, partial ones merged into one "F" line with the first part's
+ * time. */
 
-/* Turns raw CRI log bytes into what a client sees: the text of each line
- * (partial lines joined), or with metadata whole CRI lines, partial ones
- * merged into one "F" line with the first part's time. Bytes that do not
- * parse as CRI pass through as lines of their own. */
-typedef int (*logfmt_emit)(void *ud, int stream, const char *p, size_t n);
-struct logfmt {
-	bool metadata;
-	struct buf raw;	 /* an incomplete line */
-	struct buf part; /* metadata: text of partial lines so far */
-	char time[64];
-	int stream;
-};
-void logfmt_init(struct logfmt *f, bool metadata);
-void logfmt_free(struct logfmt *f);
-/* Feed raw bytes; every complete line is emitted. */
-int logfmt_feed(struct logfmt *f, const char *p, size_t n, logfmt_emit emit,
-		void *ud);
-
-/* The last lines/bytes of a unit's log, formatted, read from fd up to
- * offset end (0 and 0: as much as fits in FILE_TAIL_MAX). */
-int files_log_tail(int fd, off_t end, int64_t lines, int64_t bytes,
-		   bool metadata, struct buf *out, struct cerr *e);
+/* The last lines/bytes of a unit's log: path's rotated files, then the
+ * current one, which is fd up to end when fd >= 0 (else path). 0 and 0:
+ * as much as fits in FILE_TAIL_MAX. */
+int files_log_tail(const char *path, int fd, off_t end, int64_t lines,
+		   int64_t bytes, bool metadata, struct buf *out,
+		   struct cerr *e);
 
 /* Following a log file as it grows: inotify on the file and on its
- * directory (rotation: the name comes back as a new file, which is read
- * from its start once the old one is drained; truncation: read again from
- * the start). */
+ * directory. A rotation (the name comes back as a new file) is followed
+ * without losing or repeating a line: the old file is drained, then the
+ * files rotated after it (path.K-1 … path.1) and the new one from its
+ * start. Truncation: read again from the start. Lines go to emit with
+ * their stream (1 stdout, 2 stderr): the text as it comes (a partial
+ * record without its newline), or with metadata whole CRI lines. */
+typedef int (*logtail_emit)(void *ud, int stream, const char *p, size_t n);
 struct logtail;
 struct logtail *logtail_open(const char *path, bool metadata, struct cerr *e);
 /* The fd to poll for input (inotify). */
@@ -152,10 +139,11 @@ int logtail_fd(const struct logtail *t);
 /* The current file and the offset reached, for an initial tail. */
 int logtail_file(const struct logtail *t, off_t *offset);
 /* Emit whatever is new (drains inotify events too). */
-int logtail_read(struct logtail *t, logfmt_emit emit, void *ud, struct cerr *e);
+int logtail_read(struct logtail *t, logtail_emit emit, void *ud,
+		 struct cerr *e);
 /* Follow another file from its start (a new run of the unit) once the
  * current one is drained; a no-op when it is the same path. */
-int logtail_switch(struct logtail *t, const char *path, logfmt_emit emit,
+int logtail_switch(struct logtail *t, const char *path, logtail_emit emit,
 		   void *ud, struct cerr *e);
 void logtail_free(struct logtail *t);
 

@@ -651,6 +651,37 @@ int64_t cg_oom_kills(const struct cgroup *cg)
 			   "oom_kill");
 }
 
+static int kill_listed(const char *dir);
+
+/* Calls fn on each child cgroup of dir (an exec's, or one a workload made
+ * where it may); depth-first, a few levels deep. Returns fn's sum. */
+static int each_child(const char *dir, int depth, int (*fn)(const char *))
+{
+	cleanup_dir DIR *d = depth < 8 ? opendir(dir) : NULL;
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		cleanup_free char *sub = xasprintf("%s/%s", dir, de->d_name);
+		n += each_child(sub, depth + 1, fn) + fn(sub);
+	}
+	return n;
+}
+
+static int rmdir_quiet(const char *dir)
+{
+	return rmdir(dir) < 0 ? 1 : 0;
+}
+
+/* Pids in dir/cgroup.procs and its children's; SIGKILL each. Returns how
+ * many were seen. */
+static int kill_tree(const char *dir)
+{
+	return kill_listed(dir) + each_child(dir, 0, kill_listed);
+}
+
 /* Pids in dir/cgroup.procs; SIGKILL each. Returns how many were seen. */
 static int kill_listed(const char *dir)
 {
@@ -694,7 +725,7 @@ int cg_kill_all(const struct cgroup *cg, struct cerr *e)
 	/* Without it, pass over the list until nothing is left: a process
 	 * that forks between the read and the kill is caught next time. */
 	for (int pass = 0; pass < 500; pass++) {
-		if (kill_listed(track) == 0)
+		if (kill_tree(track) == 0)
 			return 0;
 		sleep_ms(pass < 10 ? 1 : 10);
 	}
@@ -718,8 +749,11 @@ int cg_destroy(struct cgroup *cg, struct cerr *e)
 			continue;
 		}
 		/* Right after the last process exits the kernel may still
-		 * count it for a moment: EBUSY is retried. */
-		while (rmdir(d) < 0 && errno == EBUSY && ++tries < 100)
+		 * count it for a moment: EBUSY is retried. Children (an
+		 * exec's cgroup that outlived its `cell-monitor exec`) go
+		 * first. */
+		while ((each_child(d, 0, rmdir_quiet), rmdir(d) < 0) &&
+		       errno == EBUSY && ++tries < 100)
 			sleep_ms(10);
 		if (access(d, F_OK) == 0) {
 			rc = cerr_sys(e, "rmdir %s", d);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/capability.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -829,28 +830,46 @@ void ctr_child(const struct ctr_child_args *a)
 
 /* ======================= joining a running unit ======================= */
 
-void ctr_exec_child(const struct run_config *c, char *const *argv,
-		    char *const *env, const char *cwd, int sync_fd, int peer_fd)
+void ctr_exec_child(const struct ctr_exec_args *a)
 {
 	struct cerr e = {0};
 
 	/* The command dies with its `cell-monitor exec` (a probe that
 	 * timed out is killed that way). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	close(peer_fd);
+	close(a->peer_fd);
 	reset_signals();
-	if (ctr_set_creds(c, &e) < 0)
-		child_fail(sync_fd, &e);
-	if (chdir(cwd) < 0) {
-		cerr_sys(&e, "chdir %s", cwd);
-		child_fail(sync_fd, &e);
+	/* "0" is the writer itself: this pid is the PID namespace's. */
+	if (a->exec_cg && cg_enter(a->exec_cg, 0, &e) < 0)
+		child_fail(a->sync_fd, &e);
+	if (a->mntns_fd >= 0 && setns(a->mntns_fd, CLONE_NEWNS) < 0) {
+		cerr_sys(&e, "join mnt namespace");
+		child_fail(a->sync_fd, &e);
+	}
+	/* Out of cell-monitor's session (which is the agent's): a session and
+	 * process group of its own, and a terminal's hang-up and job control
+	 * where the command has a terminal. */
+	if (setsid() < 0) {
+		cerr_sys(&e, "setsid");
+		child_fail(a->sync_fd, &e);
+	}
+	if (isatty(0) && ioctl(0, TIOCSCTTY, 0) < 0) {
+		cerr_sys(&e, "make the terminal the controlling one");
+		child_fail(a->sync_fd, &e);
+	}
+	if (ctr_set_creds(a->cfg, &e) < 0)
+		child_fail(a->sync_fd, &e);
+	if (chdir(a->cwd) < 0) {
+		cerr_sys(&e, "chdir %s", a->cwd);
+		child_fail(a->sync_fd, &e);
 	}
 	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
-	ctr_execvpe(argv, env, &e);
-	child_fail(sync_fd, &e);
+	ctr_execvpe(a->argv, (char *const *)a->env, &e);
+	child_fail(a->sync_fd, &e);
 }
 
-int ctr_join_namespaces(pid_t pid, uint64_t start_time, struct cerr *e)
+int ctr_join_namespaces(pid_t pid, uint64_t start_time, int *mntns_fd,
+			struct cerr *e)
 {
 	static const struct {
 		const char *name;
@@ -884,7 +903,13 @@ int ctr_join_namespaces(pid_t pid, uint64_t start_time, struct cerr *e)
 		bool same = fds[i] >= 0 && fstat(fds[i], &a) == 0 &&
 			    stat(self, &b) == 0 && a.st_ino == b.st_ino &&
 			    a.st_dev == b.st_dev;
-		if (rc == 0 && !same && setns(fds[i], ns[i].type) < 0)
+		if (mntns_fd && ns[i].type == CLONE_NEWNS) {
+			/* For the caller's child: the caller stays where the
+			 * cgroup files are. */
+			*mntns_fd = rc == 0 && !same ? fds[i] : -1;
+			if (*mntns_fd >= 0)
+				continue;
+		} else if (rc == 0 && !same && setns(fds[i], ns[i].type) < 0)
 			rc = cerr_sys(e, "join %s namespace", ns[i].name);
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -7,6 +7,7 @@
  * read without its newline is written as a P record at once (the rest of
  * the line follows in later records). Nothing waits in the monitor's memory,
  * so a monitor that dies loses nothing it had read. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "digest.h"
 #include "fsutil.h"
 #include "runtime.h"
 #include "util.h"
@@ -126,6 +128,74 @@ int crilog_open(struct crilog *l, const char *path, int64_t max_bytes,
 	return 0;
 }
 
+/* The "<pod>_<namespace>_" of a link's name, or NULL. */
+static char *pod_prefix(const char *base)
+{
+	const char *u1 = strchr(base, '_'),
+		   *u2 = u1 ? strchr(u1 + 1, '_') : NULL;
+
+	return u2 ? xstrndup(base, (size_t)(u2 - base) + 1) : NULL;
+}
+
+static void remove_dangling(const char *dir, const char *prefix)
+{
+	cleanup_dir DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && prefix && (de = readdir(d))) {
+		struct stat st;
+		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+			0 ||
+		    !S_ISLNK(st.st_mode))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, 0) < 0 &&
+		    errno == ENOENT)
+			unlinkat(dirfd(d), de->d_name, 0);
+	}
+}
+
+int crilog_link(const char *log_path, const char *link, struct cerr *e)
+{
+	cleanup_free char *dir = xstrdup(link);
+	cleanup_free char *tmp = xasprintf("%s.tmp-%d", link, (int)getpid());
+	char *slash = strrchr(dir, '/');
+	cleanup_free char *prefix = NULL;
+
+	if (!slash)
+		return cerr_set(e, EINVAL, "log link %s: not a path", link);
+	*slash = '\0';
+	prefix = pod_prefix(slash + 1);
+	if (fs_mkdir_p(*dir ? dir : "/", 0755, e) < 0)
+		return cerr_prefix(e, "log link");
+	remove_dangling(*dir ? dir : "/", prefix);
+	unlink(tmp);
+	if (symlink(log_path, tmp) < 0)
+		return cerr_sys(e, "log link %s", tmp);
+	if (rename(tmp, link) < 0) {
+		cerr_sys(e, "log link %s", link);
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+char *crilog_link_name(const char *dir, const char *pod_name, const char *unit,
+		       const char *run_key)
+{
+	const char *pn = pod_name && *pod_name ? pod_name : "default_pod";
+	const char *us = strchr(pn, '_');
+	cleanup_free char *ns =
+	    us ? xstrndup(pn, (size_t)(us - pn)) : xstrdup("default");
+	char d[DIGEST_STR_MAX];
+	struct cerr e = {0};
+
+	if (digest_buf("sha256", run_key, strlen(run_key), d, &e) < 0)
+		return NULL;
+	return xasprintf("%s/%s_%s_%s-%s.log", dir, us ? us + 1 : pn, ns, unit,
+			 digest_hex(d));
+}
+
 void crilog_close(struct crilog *l)
 {
 	if (l->fd >= 0)
@@ -135,12 +205,19 @@ void crilog_close(struct crilog *l)
 	l->fd = -1;
 }
 
-/* Keep one old file: path → path.1, then a fresh path. */
+/* path.K → path.K+1 (the oldest is overwritten), path → path.1, then a
+ * fresh path. Renames only: a reader holding a file keeps it. */
 static int rotate(struct crilog *l, struct cerr *e)
 {
 	cleanup_free char *old = xasprintf("%s.1", l->path);
-	int fd;
+	int keep = l->max_files < 2 ? 1 : l->max_files - 1, fd;
 
+	for (int k = keep; k >= 2; k--) {
+		cleanup_free char *from = xasprintf("%s.%d", l->path, k - 1);
+		cleanup_free char *to = xasprintf("%s.%d", l->path, k);
+		if (rename(from, to) < 0 && errno != ENOENT)
+			return cerr_sys(e, "rotate %s", from);
+	}
 	if (rename(l->path, old) < 0)
 		return cerr_sys(e, "rotate %s", l->path);
 	fd = open(l->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
@@ -233,132 +310,228 @@ int crilog_write(struct crilog *l, enum crilog_stream s, const char *p,
 	return rc;
 }
 
-/* ---- reader ---- */
+/* ---- reader ----
+ *
+ * The one reader of CRI log files: the API's logs, follow and attach, the
+ * termination-message fallback and `cell-monitor logs` all go through
+ * crilog_reader. */
 
-struct assembler {
-	struct buf line[2]; /* a stream's P records so far */
-	int64_t ts[2];
-	crilog_line_fn fn;
-	void *ud;
-	int stop;
-};
-
-static int emit(struct assembler *a, int s, bool partial)
-{
-	struct crilog_line ln = {
-	    .ts_ns = a->ts[s],
-	    .stream = (enum crilog_stream)s,
-	    .partial = partial,
-	    .text = a->line[s].data ? a->line[s].data : "",
-	    .len = a->line[s].len,
-	};
-	int rc = a->fn(&ln, a->ud);
-
-	buf_reset(&a->line[s]);
-	a->ts[s] = 0;
-	if (rc < 0)
-		a->stop = 1;
-	return rc;
-}
-
-/* One record: "<ts> <stream> <F|P> <text>"; malformed ones are skipped. */
-static void feed_record(struct assembler *a, const char *r, size_t n)
+int crilog_parse_record(const char *r, size_t n, struct crilog_record *out)
 {
 	const char *sp1 = memchr(r, ' ', n), *p;
-	int64_t ts;
-	int s;
-	char tag;
 
-	if (!sp1 || crilog_parse_time(r, (size_t)(sp1 - r), &ts) < 0)
-		return;
+	if (!sp1 || crilog_parse_time(r, (size_t)(sp1 - r), &out->ts_ns) < 0)
+		return -1;
 	p = sp1 + 1;
 	n -= (size_t)(p - r);
 	if (n >= 7 && !memcmp(p, "stdout ", 7))
-		s = 0;
+		out->stream = CRILOG_STDOUT;
 	else if (n >= 7 && !memcmp(p, "stderr ", 7))
-		s = 1;
+		out->stream = CRILOG_STDERR;
 	else
-		return;
+		return -1;
 	p += 7, n -= 7;
 	if (n < 1 || (p[0] != 'F' && p[0] != 'P') || (n > 1 && p[1] != ' '))
-		return;
-	tag = p[0];
+		return -1;
+	out->partial = p[0] == 'P';
 	p += n > 1 ? 2 : 1;
 	n -= n > 1 ? 2 : 1;
-	if (a->line[s].len + n > ASSEMBLE_MAX)
-		emit(a, s, false); /* a runaway line is cut, not hoarded */
-	if (a->ts[s] == 0)
-		a->ts[s] = ts;
-	buf_append(&a->line[s], p, n, NULL);
-	if (tag == 'F')
-		emit(a, s, false);
+	out->text = p;
+	out->len = n;
+	return 0;
 }
 
-static int feed_file(struct assembler *a, const char *path, struct cerr *e)
+void crilog_reader_init(struct crilog_reader *r, bool join, crilog_line_fn fn,
+			void *ud)
 {
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
-	cleanup_free char *chunk = xmalloc(65536);
-	struct buf line;
-	bool skipping = false;
+	memset(r, 0, sizeof(*r));
+	r->join = join;
+	r->fn = fn;
+	r->ud = ud;
+	buf_init(&r->rec, READ_LINE_MAX);
+	buf_init(&r->line[0], 0);
+	buf_init(&r->line[1], 0);
+}
 
-	if (fd < 0)
-		return errno == ENOENT ? 0 : cerr_sys(e, "open %s", path);
-	buf_init(&line, READ_LINE_MAX);
-	while (!a->stop) {
-		ssize_t n = read(fd, chunk, 65536);
+void crilog_reader_free(struct crilog_reader *r)
+{
+	buf_free(&r->rec);
+	buf_free(&r->line[0]);
+	buf_free(&r->line[1]);
+}
+
+static int emit(struct crilog_reader *r, int s, bool partial)
+{
+	struct crilog_line ln = {
+	    .ts_ns = r->ts[s],
+	    .stream = (enum crilog_stream)s,
+	    .partial = partial,
+	    .text = r->line[s].data ? r->line[s].data : "",
+	    .len = r->line[s].len,
+	};
+	int rc = r->fn(&ln, r->ud);
+
+	buf_reset(&r->line[s]);
+	r->ts[s] = 0;
+	if (rc < 0)
+		r->stop = true;
+	return rc;
+}
+
+/* One whole record; a malformed one is skipped. */
+static void feed_record(struct crilog_reader *r, const char *p, size_t n)
+{
+	struct crilog_record c;
+	int s;
+
+	if (crilog_parse_record(p, n, &c) < 0)
+		return;
+	if (!r->join) {
+		struct crilog_line ln = {c.ts_ns, c.stream, c.partial, c.text,
+					 c.len};
+		if (r->fn(&ln, r->ud) < 0)
+			r->stop = true;
+		return;
+	}
+	s = (int)c.stream;
+	if (r->line[s].len + c.len > ASSEMBLE_MAX)
+		emit(r, s, false); /* a runaway line is cut, not hoarded */
+	if (r->ts[s] == 0)
+		r->ts[s] = c.ts_ns;
+	buf_append(&r->line[s], c.text, c.len, NULL);
+	if (!c.partial)
+		emit(r, s, false);
+}
+
+int crilog_reader_feed(struct crilog_reader *r, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n && !r->stop;) {
+		const char *nl = memchr(p + i, '\n', n - i);
+		size_t len = nl ? (size_t)(nl - p - i) : n - i;
+
+		if (!r->skipping && buf_append(&r->rec, p + i, len, NULL) < 0)
+			r->skipping =
+			    true; /* longer than any record we write */
+		i += len + (nl ? 1 : 0);
+		if (!nl)
+			continue;
+		if (!r->skipping)
+			feed_record(r, r->rec.data ? r->rec.data : "",
+				    r->rec.len);
+		r->skipping = false;
+		buf_reset(&r->rec);
+	}
+	return r->stop ? -1 : 0;
+}
+
+void crilog_reader_next_file(struct crilog_reader *r)
+{
+	/* Records are never split across files: what is left was cut
+	 * short by a write in progress, or by a truncation. */
+	buf_reset(&r->rec);
+	r->skipping = false;
+}
+
+int crilog_reader_finish(struct crilog_reader *r)
+{
+	/* Unfinished lines last, oldest first. */
+	int first = (r->ts[1] && (!r->ts[0] || r->ts[1] < r->ts[0])) ? 1 : 0;
+
+	for (int k = 0; k < 2 && !r->stop; k++) {
+		int s = first ^ k;
+		if (r->line[s].len || r->ts[s])
+			emit(r, s, true);
+	}
+	return r->stop ? -1 : 0;
+}
+
+/* Feed fd from its start up to end (< 0: its end). */
+static int feed_fd(struct crilog_reader *r, int fd, off_t end, const char *path,
+		   struct cerr *e)
+{
+	cleanup_free char *chunk = xmalloc(65536);
+	off_t off = 0;
+
+	while (!r->stop && (end < 0 || off < end)) {
+		size_t want = 65536;
+		ssize_t n;
+
+		if (end >= 0 && (off_t)want > end - off)
+			want = (size_t)(end - off);
+		n = pread(fd, chunk, want, off);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			buf_free(&line);
+		if (n < 0)
 			return cerr_sys(e, "read %s", path);
-		}
 		if (n == 0)
 			break;
-		for (ssize_t i = 0; i < n && !a->stop;) {
-			char *nl = memchr(chunk + i, '\n', (size_t)(n - i));
-			size_t len =
-			    nl ? (size_t)(nl - chunk - i) : (size_t)(n - i);
-			if (!skipping &&
-			    buf_append(&line, chunk + i, len, NULL) < 0)
-				skipping = true;
-			i += (ssize_t)len + (nl ? 1 : 0);
-			if (!nl)
-				continue;
-			if (!skipping)
-				feed_record(a, line.data ? line.data : "",
-					    line.len);
-			skipping = false;
-			buf_reset(&line);
-		}
+		off += n;
+		crilog_reader_feed(r, chunk, (size_t)n);
 	}
-	/* A record cut short by a write in progress is left unread. */
-	buf_free(&line);
+	crilog_reader_next_file(r);
 	return 0;
+}
+
+/* How many rotated files path.1, path.2, … there are. */
+static int count_rotated(const char *path)
+{
+	int n = 0;
+
+	while (n < CRILOG_ROTATED_MAX) {
+		cleanup_free char *p = xasprintf("%s.%d", path, n + 1);
+		if (access(p, F_OK) < 0)
+			break;
+		n++;
+	}
+	return n;
+}
+
+int crilog_foreach_fd(const char *path, bool with_rotated, int cur_fd,
+		      off_t cur_end, struct crilog_reader *r, struct cerr *e)
+{
+	struct stat cur = {0};
+	int rc = 0;
+
+	if (cur_fd >= 0 && fstat(cur_fd, &cur) < 0)
+		return cerr_sys(e, "stat %s", path);
+	for (int k = with_rotated ? count_rotated(path) : 0; k > 0 && rc == 0;
+	     k--) {
+		cleanup_free char *p = xasprintf("%s.%d", path, k);
+		cleanup_close int fd = open(p, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+
+		if (fd < 0 || fstat(fd, &st) < 0)
+			continue; /* rotated away meanwhile */
+		/* The current file itself, renamed by a rotation since it
+		 * was opened: read once, below. */
+		if (cur_fd >= 0 && st.st_ino == cur.st_ino &&
+		    st.st_dev == cur.st_dev)
+			continue;
+		rc = feed_fd(r, fd, -1, p, e);
+	}
+	if (rc == 0 && cur_fd >= 0)
+		rc = feed_fd(r, cur_fd, cur_end, path, e);
+	if (rc == 0 && cur_fd < 0) {
+		cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			rc = feed_fd(r, fd, -1, path, e);
+		else if (errno != ENOENT)
+			rc = cerr_sys(e, "open %s", path);
+	}
+	if (rc == 0)
+		crilog_reader_finish(r);
+	return rc;
 }
 
 int crilog_foreach(const char *path, bool with_rotated, crilog_line_fn fn,
 		   void *ud, struct cerr *e)
 {
-	struct assembler a = {.fn = fn, .ud = ud};
-	int rc = 0;
+	struct crilog_reader r;
+	int rc;
 
-	buf_init(&a.line[0], 0);
-	buf_init(&a.line[1], 0);
-	if (with_rotated) {
-		cleanup_free char *old = xasprintf("%s.1", path);
-		rc = feed_file(&a, old, e);
-	}
-	if (rc == 0)
-		rc = feed_file(&a, path, e);
-	/* Unfinished lines last, oldest first. */
-	int first = (a.ts[1] && (!a.ts[0] || a.ts[1] < a.ts[0])) ? 1 : 0;
-	for (int k = 0; k < 2 && rc == 0 && !a.stop; k++) {
-		int s = first ^ k;
-		if (a.line[s].len || a.ts[s])
-			emit(&a, s, true);
-	}
-	buf_free(&a.line[0]);
-	buf_free(&a.line[1]);
+	crilog_reader_init(&r, true, fn, ud);
+	rc = crilog_foreach_fd(path, with_rotated, -1, -1, &r, e);
+	crilog_reader_free(&r);
 	return rc;
 }
 
@@ -399,6 +572,13 @@ static void format_line(struct buf *b, enum crilog_format f, int64_t ts,
 	buf_append(b, t, n, NULL);
 	if (!partial || f != CRILOG_PLAIN)
 		buf_append(b, "\n", 1, NULL);
+}
+
+void crilog_format_line(struct buf *b, enum crilog_format f,
+			const struct crilog_line *ln)
+{
+	format_line(b, f, ln->ts_ns, (int)ln->stream, ln->partial, ln->text,
+		    ln->len);
 }
 
 /* Bytes mode without a line count: only the end of the text matters, so
@@ -458,7 +638,15 @@ static int tail_line(const struct crilog_line *ln, void *ud)
 int crilog_tail(const char *path, const struct crilog_tail_opts *o,
 		struct buf *out, struct cerr *e)
 {
+	return crilog_tail_fd(path, -1, -1, o, out, e);
+}
+
+int crilog_tail_fd(const char *path, int cur_fd, off_t cur_end,
+		   const struct crilog_tail_opts *o, struct buf *out,
+		   struct cerr *e)
+{
 	struct tail_state t = {.o = o, .keep = o->bytes};
+	struct crilog_reader r;
 	const char *start;
 	size_t len;
 	int rc;
@@ -466,7 +654,9 @@ int crilog_tail(const char *path, const struct crilog_tail_opts *o,
 	buf_init(&t.text, 0);
 	if (o->lines >= 0)
 		t.keep = -1; /* trimmed after the lines are chosen */
-	rc = crilog_foreach(path, o->with_rotated, tail_line, &t, e);
+	crilog_reader_init(&r, true, tail_line, &t);
+	rc = crilog_foreach_fd(path, o->with_rotated, cur_fd, cur_end, &r, e);
+	crilog_reader_free(&r);
 	for (size_t i = 0; i < t.n; i++) {
 		struct saved_line *s = &t.ring[(t.head + i) % t.cap];
 		format_line(&t.text, o->format, s->ts, s->stream, s->partial,

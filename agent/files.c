@@ -20,6 +20,7 @@
 #include <linux/blkpg.h>
 
 #include "cleanup.h"
+#include "runtime.h"
 #include "fsutil.h"
 #include "log.h"
 #include "util.h"
@@ -27,11 +28,6 @@
 /* I/O buffers live on the heap: civetweb's workers, which call most of
  * this, run on stacks of about 100 KiB in Debian's build. */
 #define CHUNK 65536
-/* A log line longer than this is passed on in pieces: a writer that never
- * ends its line must not grow a buffer without bound. */
-#define LOG_LINE_MAX (1u << 20)
-/* How far back a log tail may read to find its lines. */
-#define LOG_SCAN_MAX (64u << 20)
 /* How much one logtail_read passes on before it lets its caller send. */
 #define LOGTAIL_BUDGET (1u << 20)
 
@@ -132,257 +128,22 @@ int files_tail(const char *path, int64_t lines, int64_t bytes, struct buf *out,
 }
 
 /* ======================================================================
- * CRI log lines
+ * unit logs: tails and following, through crilog's one reader
  * ====================================================================== */
 
-bool cri_parse(const char *l, size_t n, struct cri_line *c)
+int files_log_tail(const char *path, int fd, off_t end, int64_t lines,
+		   int64_t bytes, bool metadata, struct buf *out,
+		   struct cerr *e)
 {
-	const char *end = l + n, *p, *s;
+	struct crilog_tail_opts o = {
+	    .lines = lines > 0 ? lines : -1,
+	    .bytes = bytes > 0 && bytes < FILE_TAIL_MAX ? bytes : FILE_TAIL_MAX,
+	    .with_rotated = true,
+	    .format = metadata ? CRILOG_CRI : CRILOG_PLAIN,
+	};
 
-	p = memchr(l, ' ', n);
-	if (!p || p == l || (size_t)(p - l) >= 64)
-		return false;
-	c->time = l;
-	c->time_len = (size_t)(p - l);
-	s = ++p;
-	if ((size_t)(end - s) >= 7 && !memcmp(s, "stdout ", 7))
-		c->stream = 1;
-	else if ((size_t)(end - s) >= 7 && !memcmp(s, "stderr ", 7))
-		c->stream = 2;
-	else
-		return false;
-	p = s + 7;
-	/* The tag: "P" or "F", possibly with more ':'-separated flags. */
-	if (p >= end || (*p != 'P' && *p != 'F'))
-		return false;
-	c->partial = *p == 'P';
-	while (p < end && *p != ' ')
-		p++;
-	if (p < end)
-		p++;
-	c->text = p;
-	c->text_len = (size_t)(end - p);
-	return true;
+	return crilog_tail_fd(path, fd, end, &o, out, e);
 }
-
-void logfmt_init(struct logfmt *f, bool metadata)
-{
-	memset(f, 0, sizeof(*f));
-	f->metadata = metadata;
-	buf_init(&f->raw, LOG_LINE_MAX + CHUNK);
-	buf_init(&f->part, LOG_LINE_MAX + CHUNK);
-}
-
-void logfmt_free(struct logfmt *f)
-{
-	buf_free(&f->raw);
-	buf_free(&f->part);
-}
-
-/* metadata: the joined partial lines as one CRI line with the given tag. */
-static int flush_part(struct logfmt *f, const char *text, size_t n,
-		      const char *tag, logfmt_emit emit, void *ud)
-{
-	struct buf b;
-	struct cerr e = {0};
-	const char *st = f->stream == 2 ? " stderr " : " stdout ";
-	int r = 0;
-
-	buf_init(&b, 0);
-	if (buf_append(&b, f->time, strlen(f->time), &e) < 0 ||
-	    buf_append(&b, st, 8, &e) < 0 || buf_append(&b, tag, 2, &e) < 0 ||
-	    buf_append(&b, f->part.data, f->part.len, &e) < 0 ||
-	    buf_append(&b, text, n, &e) < 0 || buf_append(&b, "\n", 1, &e) < 0)
-		r = -1;
-	else
-		r = emit(ud, f->stream, b.data, b.len);
-	buf_free(&b);
-	buf_reset(&f->part);
-	return r;
-}
-
-/* One complete line l[0..n) (l[n] is its '\n'). */
-static int fmt_line(struct logfmt *f, const char *l, size_t n, logfmt_emit emit,
-		    void *ud)
-{
-	struct cri_line c;
-	struct cerr e = {0};
-
-	if (!cri_parse(l, n, &c)) {
-		if (f->part.len && flush_part(f, "", 0, "P ", emit, ud) < 0)
-			return -1;
-		return emit(ud, 1, l, n + 1);
-	}
-	if (!f->metadata) /* partial text runs on into the next part */
-		return emit(ud, c.stream, c.text,
-			    c.text_len + (c.partial ? 0 : 1));
-	if (f->part.len && c.stream != f->stream &&
-	    flush_part(f, "", 0, "P ", emit, ud) < 0)
-		return -1;
-	if (!f->part.len) {
-		if (!c.partial)
-			return emit(ud, c.stream, l, n + 1);
-		snprintf(f->time, sizeof(f->time), "%.*s", (int)c.time_len,
-			 c.time);
-		f->stream = c.stream;
-	}
-	if (!c.partial)
-		return flush_part(f, c.text, c.text_len, "F ", emit, ud);
-	if (f->part.len + c.text_len > LOG_LINE_MAX)
-		return flush_part(f, c.text, c.text_len, "P ", emit, ud);
-	return buf_append(&f->part, c.text, c.text_len, &e);
-}
-
-int logfmt_feed(struct logfmt *f, const char *p, size_t n, logfmt_emit emit,
-		void *ud)
-{
-	struct cerr e = {0};
-	size_t done = 0;
-
-	if (buf_append(&f->raw, p, n, &e) < 0)
-		return -1; /* cannot happen: the buffer is drained below */
-	for (;;) {
-		char *nl = memchr(f->raw.data + done, '\n', f->raw.len - done);
-		size_t len;
-
-		if (!nl) {
-			/* A line without an end: pass it on in pieces. */
-			if (f->raw.len - done <= LOG_LINE_MAX)
-				break;
-			if (emit(ud, 1, f->raw.data + done, LOG_LINE_MAX) < 0)
-				return -1;
-			done += LOG_LINE_MAX;
-			continue;
-		}
-		len = (size_t)(nl - (f->raw.data + done));
-		if (fmt_line(f, f->raw.data + done, len, emit, ud) < 0)
-			return -1;
-		done += len + 1;
-	}
-	memmove(f->raw.data, f->raw.data + done, f->raw.len - done);
-	f->raw.len -= done;
-	return 0;
-}
-
-static int emit_buf(void *ud, int stream, const char *p, size_t n)
-{
-	struct cerr e = {0};
-
-	(void)stream;
-	return buf_append(ud, p, n, &e);
-}
-
-/* Format the complete lines of [start, end). */
-static int format_window(int fd, off_t start, off_t end, bool metadata,
-			 struct buf *out, struct cerr *e)
-{
-	struct buf raw;
-	struct logfmt f;
-	size_t skip = 0;
-	int r = -1;
-
-	buf_init(&raw, 0);
-	logfmt_init(&f, metadata);
-	if (pread_full(fd, &raw, start, (size_t)(end - start), e) < 0)
-		goto out;
-	if (start > 0) { /* the first line is cut: drop it */
-		char *nl = memchr(raw.data, '\n', raw.len);
-		skip = nl ? (size_t)(nl - raw.data) + 1 : raw.len;
-	}
-	if (logfmt_feed(&f, raw.data + skip, raw.len - skip, emit_buf, out) <
-	    0) {
-		cerr_set(e, ENOMEM, "formatting the log");
-		goto out;
-	}
-	if (metadata && f.part.len &&
-	    flush_part(&f, "", 0, "P ", emit_buf, out) < 0)
-		goto out;
-	r = 0;
-out:
-	logfmt_free(&f);
-	buf_free(&raw);
-	return r;
-}
-
-static size_t count_lines(const struct buf *b)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < b->len; i++)
-		n += b->data[i] == '\n';
-	return n;
-}
-
-/* Keep the last `lines` lines of b (each ends with '\n'). */
-static void keep_last_lines(struct buf *b, int64_t lines)
-{
-	int64_t seen = 0;
-
-	for (size_t i = b->len; i-- > 0;) {
-		if (b->data[i] != '\n' || i == b->len - 1)
-			continue;
-		if (++seen == lines) {
-			memmove(b->data, b->data + i + 1, b->len - i - 1);
-			b->len -= i + 1;
-			b->data[b->len] = '\0';
-			return;
-		}
-	}
-}
-
-static void keep_last_bytes(struct buf *b, size_t n)
-{
-	if (b->len <= n)
-		return;
-	memmove(b->data, b->data + b->len - n, n);
-	b->len = n;
-	b->data[n] = '\0';
-}
-
-int files_log_tail(int fd, off_t end, int64_t lines, int64_t bytes,
-		   bool metadata, struct buf *out, struct cerr *e)
-{
-	off_t window = 65536;
-	struct buf b;
-
-	if (bytes > 0 && bytes < FILE_TAIL_MAX && 2 * bytes + 4096 > window)
-		window = 2 * (off_t)bytes + 4096;
-	buf_init(&b, 0);
-	for (;;) {
-		off_t start = end > window ? end - window : 0;
-		bool enough;
-
-		buf_reset(&b);
-		if (format_window(fd, start, end, metadata, &b, e) < 0) {
-			buf_free(&b);
-			return -1;
-		}
-		if (lines > 0)
-			enough = count_lines(&b) > (size_t)lines;
-		else if (bytes > 0)
-			enough = b.len >= (size_t)bytes;
-		else
-			enough = b.len >= FILE_TAIL_MAX;
-		if (enough || start == 0 || window >= (off_t)LOG_SCAN_MAX)
-			break;
-		window *= 4;
-	}
-	if (lines > 0)
-		keep_last_lines(&b, lines);
-	if (bytes > 0)
-		keep_last_bytes(&b, (size_t)bytes);
-	keep_last_bytes(&b, FILE_TAIL_MAX);
-	if (buf_append(out, b.data, b.len, e) < 0) {
-		buf_free(&b);
-		return -1;
-	}
-	buf_free(&b);
-	return 0;
-}
-
-/* ======================================================================
- * following a log
- * ====================================================================== */
 
 struct logtail {
 	char *path;
@@ -393,7 +154,13 @@ struct logtail {
 	off_t off;
 	int ifd; /* inotify */
 	int wd_file;
-	struct logfmt fmt;
+	bool metadata;
+	struct crilog_reader rd;
+	/* Where the reader's lines go during one logtail_read. */
+	logtail_emit emit;
+	void *ud;
+	struct buf line;
+	bool failed;
 };
 
 #define FILE_EVENTS                                                            \
@@ -410,14 +177,11 @@ static int watch_dir(struct logtail *t, struct cerr *e)
 	return 0;
 }
 
-/* Open t->path from offset off and watch it. */
-static int open_current(struct logtail *t, off_t off, struct cerr *e)
+/* Follow fd (an open file of this log) from offset off. */
+static int follow_fd(struct logtail *t, int fd, off_t off, struct cerr *e)
 {
 	struct stat st;
-	int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
-	if (fd < 0)
-		return cerr_sys(e, "open %s", t->path);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return cerr_set(e, EINVAL, "%s is not a regular file", t->path);
@@ -436,13 +200,24 @@ static int open_current(struct logtail *t, off_t off, struct cerr *e)
 	return 0;
 }
 
+/* Open t->path from offset off and watch it. */
+static int open_current(struct logtail *t, off_t off, struct cerr *e)
+{
+	int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd < 0)
+		return cerr_sys(e, "open %s", t->path);
+	return follow_fd(t, fd, off, e);
+}
+
 struct logtail *logtail_open(const char *path, bool metadata, struct cerr *e)
 {
 	struct logtail *t = xcalloc(1, sizeof(*t));
 
 	t->fd = t->wd_file = -1;
 	t->path = xstrdup(path);
-	logfmt_init(&t->fmt, metadata);
+	t->metadata = metadata;
+	buf_init(&t->line, 0);
 	t->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (t->ifd < 0) {
 		cerr_sys(e, "inotify_init1");
@@ -464,7 +239,9 @@ void logtail_free(struct logtail *t)
 		close(t->fd);
 	if (t->ifd >= 0)
 		close(t->ifd);
-	logfmt_free(&t->fmt);
+	if (t->rd.fn)
+		crilog_reader_free(&t->rd);
+	buf_free(&t->line);
 	free(t->path);
 	free(t->next);
 	free(t);
@@ -490,21 +267,34 @@ static void drain_events(struct logtail *t)
 		;
 }
 
-/* Read from the current file up to the budget. 1: more is waiting, 0: at
- * its end. */
-static int read_current(struct logtail *t, logfmt_emit emit, void *ud,
-			struct cerr *e)
+/* A line from the reader, formatted as the client sees it: the text as it
+ * comes (a P record's without its newline, the rest follows), or with
+ * metadata whole CRI lines, P records joined. */
+static int pass_line(const struct crilog_line *ln, void *ud)
+{
+	struct logtail *t = ud;
+	int r;
+
+	buf_reset(&t->line);
+	crilog_format_line(&t->line, t->metadata ? CRILOG_CRI : CRILOG_PLAIN,
+			   ln);
+	r = t->emit(t->ud, ln->stream == CRILOG_STDERR ? 2 : 1,
+		    t->line.data ? t->line.data : "", t->line.len);
+	if (r < 0)
+		t->failed = true;
+	return r;
+}
+
+/* Read fd from *off up to the budget (or its end when budget is 0). 1:
+ * more is waiting, 0: at its end. */
+static int read_fd(struct logtail *t, int fd, off_t *off, size_t budget,
+		   struct cerr *e)
 {
 	cleanup_free char *chunk = xmalloc(CHUNK);
 	size_t done = 0;
-	struct stat st;
 
-	if (fstat(t->fd, &st) == 0 && st.st_size < t->off) {
-		t->off = 0; /* truncated in place (copytruncate) */
-		buf_reset(&t->fmt.raw);
-	}
-	while (done < LOGTAIL_BUDGET) {
-		ssize_t r = pread(t->fd, chunk, CHUNK, t->off);
+	while (!budget || done < budget) {
+		ssize_t r = pread(fd, chunk, CHUNK, *off);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -512,27 +302,81 @@ static int read_current(struct logtail *t, logfmt_emit emit, void *ud,
 			return cerr_sys(e, "read %s", t->path);
 		if (r == 0)
 			return 0;
-		t->off += r;
+		*off += r;
 		done += (size_t)r;
-		if (logfmt_feed(&t->fmt, chunk, (size_t)r, emit, ud) < 0)
+		if (crilog_reader_feed(&t->rd, chunk, (size_t)r) < 0 ||
+		    t->failed)
 			return cerr_set(e, EPIPE, "stream closed");
 	}
 	return 1;
 }
 
-int logtail_read(struct logtail *t, logfmt_emit emit, void *ud, struct cerr *e)
+/* The file we were reading has been rotated away (renamed to path.K): the
+ * files rotated after it, path.K-1 … path.1, hold lines we have not seen,
+ * then the new path. Each is opened before the chain is checked again, so
+ * that a rotation meanwhile is noticed (and the search is repeated)
+ * rather than a file read twice or skipped. */
+static int read_rotated_after(struct logtail *t, struct cerr *e)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		int fds[CRILOG_ROTATED_MAX], k, n = 0, rc = 0;
+		struct stat st;
+
+		for (k = 1; k <= CRILOG_ROTATED_MAX; k++) {
+			cleanup_free char *p = xasprintf("%s.%d", t->path, k);
+			if (stat(p, &st) < 0)
+				return 0; /* rotated out of reach: lost */
+			if (st.st_ino == t->ino && st.st_dev == t->dev)
+				break;
+		}
+		if (k > CRILOG_ROTATED_MAX)
+			return 0;
+		for (int j = k - 1; j >= 1; j--) {
+			cleanup_free char *p = xasprintf("%s.%d", t->path, j);
+			int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+			if (fd >= 0)
+				fds[n++] = fd;
+		}
+		{
+			cleanup_free char *p = xasprintf("%s.%d", t->path, k);
+			bool same = stat(p, &st) == 0 && st.st_ino == t->ino &&
+				    st.st_dev == t->dev;
+			for (int i = 0; same && i < n && rc == 0; i++) {
+				off_t off = 0;
+				crilog_reader_next_file(&t->rd);
+				rc = read_fd(t, fds[i], &off, 0, e);
+			}
+			for (int i = 0; i < n; i++)
+				close(fds[i]);
+			if (!same)
+				continue;
+		}
+		return rc;
+	}
+	return 0;
+}
+
+int logtail_read(struct logtail *t, logtail_emit emit, void *ud, struct cerr *e)
 {
 	struct stat st;
 	int r;
 
+	if (!t->rd.fn)
+		crilog_reader_init(&t->rd, t->metadata, pass_line, t);
+	t->emit = emit;
+	t->ud = ud;
 	drain_events(t);
-	r = read_current(t, emit, ud, e);
+	if (fstat(t->fd, &st) == 0 && st.st_size < t->off) {
+		t->off = 0; /* truncated in place (copytruncate) */
+		crilog_reader_next_file(&t->rd);
+	}
+	r = read_fd(t, t->fd, &t->off, LOGTAIL_BUDGET, e);
 	if (r != 0)
 		return r;
 	if (t->next) {
 		free(t->path);
 		t->path = steal_ptr(&t->next);
-		buf_reset(&t->fmt.raw);
+		crilog_reader_next_file(&t->rd);
 		if (open_current(t, 0, e) < 0)
 			return -1;
 		return 1;
@@ -540,15 +384,25 @@ int logtail_read(struct logtail *t, logfmt_emit emit, void *ud, struct cerr *e)
 	/* Drained: if the name now holds another file, it was rotated. */
 	if (stat(t->path, &st) == 0 &&
 	    (st.st_ino != t->ino || st.st_dev != t->dev)) {
-		buf_reset(&t->fmt.raw);
-		if (open_current(t, 0, e) < 0)
+		int fd =
+		    open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (fd < 0)
+			return cerr_sys(e, "open %s", t->path);
+		/* Opened first: whatever is rotated after this moment is
+		 * this file, read from here on. */
+		if (read_rotated_after(t, e) < 0) {
+			close(fd);
+			return -1;
+		}
+		crilog_reader_next_file(&t->rd);
+		if (follow_fd(t, fd, 0, e) < 0)
 			return -1;
 		return 1;
 	}
 	return 0;
 }
 
-int logtail_switch(struct logtail *t, const char *path, logfmt_emit emit,
+int logtail_switch(struct logtail *t, const char *path, logtail_emit emit,
 		   void *ud, struct cerr *e)
 {
 	if (!strcmp(path, t->path))

@@ -39,6 +39,11 @@ struct opts {
 	bool plain_http;
 	int verbose;
 	int64_t pod_memory_reserve; /* -1: no pod-wide cap */
+	/* The agent's own log file (Kip reads it through file/) and the
+	 * units' logs: size-rotated; links for log shippers. */
+	const char *agent_log, *containers_log_dir;
+	int64_t agent_log_max, container_log_max;
+	int agent_log_files, container_log_files;
 };
 
 enum {
@@ -53,6 +58,12 @@ enum {
 	O_VERSION,
 	O_BOOT_SOURCE,
 	O_BOOT_HELPER,
+	O_AGENT_LOG,
+	O_AGENT_LOG_MAX,
+	O_AGENT_LOG_FILES,
+	O_CTR_LOG_MAX,
+	O_CTR_LOG_FILES,
+	O_CTR_LOG_DIR
 };
 
 static const struct option longopts[] = {
@@ -66,6 +77,12 @@ static const struct option longopts[] = {
     {"insecure-registry", required_argument, NULL, O_INSECURE_REG},
     {"insecure-plain-http", no_argument, NULL, O_PLAIN},
     {"pod-memory-reserve", required_argument, NULL, O_POD_RESERVE},
+    {"agent-log", required_argument, NULL, O_AGENT_LOG},
+    {"agent-log-max-size", required_argument, NULL, O_AGENT_LOG_MAX},
+    {"agent-log-max-files", required_argument, NULL, O_AGENT_LOG_FILES},
+    {"container-log-max-size", required_argument, NULL, O_CTR_LOG_MAX},
+    {"container-log-max-files", required_argument, NULL, O_CTR_LOG_FILES},
+    {"containers-log-dir", required_argument, NULL, O_CTR_LOG_DIR},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
@@ -90,6 +107,17 @@ static void usage(FILE *f)
 	    "                           minus Q (default 256Mi; off: no cap)\n"
 	    "  --insecure-registry H    plain HTTP to registry H (repeatable)\n"
 	    "  --insecure-plain-http    TESTS ONLY: serve the API without TLS\n"
+	    "  --agent-log PATH         also log to PATH, size-rotated\n"
+	    "                           (/var/log/itzo/itzo.log; \"\": none)\n"
+	    "  --agent-log-max-size N   rotate it beyond N bytes (10Mi)\n"
+	    "  --agent-log-max-files N  files kept, the current one included "
+	    "(5)\n"
+	    "  --container-log-max-size N, --container-log-max-files N\n"
+	    "                           the same for unit logs (10Mi, 5)\n"
+	    "  --containers-log-dir DIR links <pod>_<ns>_<unit>-<id>.log to "
+	    "unit\n"
+	    "                           logs (/var/log/containers; \"\": "
+	    "none)\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -216,10 +244,64 @@ static int parse_port(const char *s, int *port)
 	return 0;
 }
 
+/* A size as a Kubernetes quantity ("10Mi", "4096"), as the kubelet's
+ * containerLogMaxSize takes it. */
+static int parse_size(const char *flag, const char *s, int64_t *out)
+{
+	struct cerr e = {0};
+
+	if (wire_parse_quantity(s, out, &e) < 0 || *out < 1) {
+		fprintf(stderr, "cell-agent: --%s: %s\n", flag,
+			e.code ? e.msg : "must be at least 1 byte");
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_count(const char *flag, const char *s, int *out)
+{
+	int64_t v;
+	struct cerr e = {0};
+
+	if (parse_int64(s, 2, 64, &v, &e) < 0) {
+		fprintf(stderr, "cell-agent: --%s: %s\n", flag, e.msg);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+/* The log flags; 1 when c is not one of them. */
+static int parse_log_arg(int c, struct opts *o)
+{
+	switch (c) {
+	case O_AGENT_LOG:
+		o->agent_log = optarg;
+		return 0;
+	case O_AGENT_LOG_MAX:
+		return parse_size("agent-log-max-size", optarg,
+				  &o->agent_log_max);
+	case O_AGENT_LOG_FILES:
+		return parse_count("agent-log-max-files", optarg,
+				   &o->agent_log_files);
+	case O_CTR_LOG_MAX:
+		return parse_size("container-log-max-size", optarg,
+				  &o->container_log_max);
+	case O_CTR_LOG_FILES:
+		return parse_count("container-log-max-files", optarg,
+				   &o->container_log_files);
+	case O_CTR_LOG_DIR:
+		o->containers_log_dir = optarg;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
 /* 0 go on, 1 exit 0 (help, version), -1 exit 2. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	int c;
+	int c, r;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
@@ -291,6 +373,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			printf("cell-agent %s\n", CELL_VERSION);
 			return 1;
 		default:
+			r = parse_log_arg(c, o);
+			if (r < 0)
+				return -1;
+			if (r == 0)
+				break;
 			usage(stderr);
 			return -1;
 		}
@@ -386,8 +473,8 @@ static char *be_log_path(void *ctx, const char *unit, bool previous,
 
 /* exec through `cell-monitor exec` in the unit's current run directory,
  * which is where its log lives (<run>/log). A TTY is the pty the API made
- * as the command's stdio (the monitor's exec has no controlling-terminal
- * mode yet). SkipNSEnter is ignored: a command always runs in its unit. */
+ * as the command's stdio; the command makes it its controlling terminal.
+ * SkipNSEnter is ignored: a command always runs in its unit. */
 static int be_exec(void *ctx, const struct api_exec_req *req,
 		   const int stdio[3], struct cerr *e)
 {
@@ -413,6 +500,32 @@ static int be_exec(void *ctx, const struct api_exec_req *req,
 	return fd;
 }
 
+/* An interactive attach writes into the unit's stdin FIFO (made by its
+ * monitor in the run directory, next to the log). */
+static int be_attach_stdin(void *ctx, const char *unit, struct cerr *e)
+{
+	struct agent *a = ctx;
+	cleanup_free char *log = sup_log_path(a->sup, unit, false, e);
+	cleanup_free char *p = NULL;
+	int fd;
+
+	if (!log)
+		return -1;
+	p = xasprintf("%s/stdin", dirname(log));
+	fd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return cerr_sys(e, "open %s", p);
+	return fd;
+}
+
+/* The stream is gone: the command's whole tree dies (its cgroup). */
+static void be_exec_end(void *ctx, int pidfd)
+{
+	(void)ctx;
+	if (runtime_exec_end(pidfd) < 0)
+		log_debug("exec end: %s", strerror(errno));
+}
+
 /* ---- main ---- */
 
 static int run(const struct opts *o, const sigset_t *sigs,
@@ -427,6 +540,9 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .insecure_registries = o->insecure,
 	    .packages_dir = pkgs,
 	    .pod_memory_reserve = o->pod_memory_reserve,
+	    .log_max_bytes = o->container_log_max,
+	    .log_max_files = o->container_log_files,
+	    .containers_log_dir = o->containers_log_dir,
 	};
 	struct api_backend b = {
 	    .ctx = &ag,
@@ -434,6 +550,8 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .status_json = be_status,
 	    .log_path = be_log_path,
 	    .exec_start = be_exec,
+	    .exec_end = be_exec_end,
+	    .attach_stdin = be_attach_stdin,
 	};
 	struct api_opts ao = {
 	    .port = o->port,
@@ -446,6 +564,14 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	struct cerr e = {0};
 	int sig;
 
+	/* The controller reads this file through file/ when a user debugs a
+	 * cell; a cell whose /var/log cannot take it still serves. */
+	if (o->agent_log && *o->agent_log &&
+	    log_add_file(o->agent_log, o->agent_log_max, o->agent_log_files,
+			 &e) < 0) {
+		log_warn("%s", e.msg);
+		cerr_clear(&e);
+	}
 	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 ||
 	    sup_start(&so, &ag.sup, &e) < 0) {
 		log_error("%s", e.msg);
@@ -484,6 +610,12 @@ int main(int argc, char **argv)
 	    .state_dir = "/var/lib/cell-agent",
 	    .image_cache = "/var/lib/cell/images",
 	    .pod_memory_reserve = 256ll << 20,
+	    .agent_log = "/var/log/itzo/itzo.log",
+	    .agent_log_max = 10 << 20,
+	    .agent_log_files = 5,
+	    .container_log_max = 10 << 20,
+	    .container_log_files = 5,
+	    .containers_log_dir = "/var/log/containers",
 	};
 	cleanup_free char *monitor = NULL, *helper = NULL;
 	cleanup_free char *self = self_path();

@@ -318,7 +318,16 @@ static int setup_log(struct monitor *m, struct cerr *e)
 		if (fs_mkdir_p(dir, 0755, e) < 0)
 			return cerr_prefix(e, "log directory");
 	}
-	return crilog_open(&m->log, m->cfg.log_path, m->cfg.log_max_bytes, e);
+	if (crilog_open(&m->log, m->cfg.log_path, m->cfg.log_max_bytes, e) < 0)
+		return -1;
+	m->log.max_files = (int)m->cfg.log_max_files;
+	/* A log shipper's view; the unit runs without it if it fails. */
+	if (m->cfg.log_link) {
+		struct cerr le = {0};
+		if (crilog_link(m->cfg.log_path, m->cfg.log_link, &le) < 0)
+			log_warn("%s", le.msg);
+	}
+	return 0;
 }
 
 static int open_ns(const char *path, int *fd, struct cerr *e)
@@ -353,9 +362,9 @@ static int child_verdict(int fd, char *msg, size_t sz)
 }
 
 struct spawn_fds {
-	int sock[2];	    /* [0] monitor, [1] child */
-	int out[2], err[2]; /* pipes */
-	int devnull, netns, ipcns, pidns;
+	int sock[2];			  /* [0] monitor, [1] child */
+	int out[2], err[2];		  /* pipes */
+	int devnull, netns, ipcns, pidns; /* devnull: the stdin FIFO */
 	int own_pidns; /* to go back to once the init is born */
 };
 
@@ -368,16 +377,33 @@ static void close_fds(int *fds, size_t n)
 		}
 }
 
-static int open_spawn_fds(const struct run_config *c, struct spawn_fds *f,
-			  struct cerr *e)
+/* The workload's stdin, as Itzo gives every unit one: a FIFO in the unit
+ * directory that an interactive attach writes into (runtime_stdin_path).
+ * Opened read-write, so the workload holds a writer itself and never
+ * reads an end: a shell waits for commands instead of exiting at once. */
+static int open_stdin(const char *dir, struct cerr *e)
+{
+	cleanup_free char *p = xasprintf("%s/stdin", dir);
+	int fd;
+
+	if (mkfifo(p, 0600) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkfifo %s", p);
+	fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return cerr_sys(e, "open %s", p);
+	return fd;
+}
+
+static int open_spawn_fds(const char *dir, const struct run_config *c,
+			  struct spawn_fds *f, struct cerr *e)
 {
 	memset(f, 0xff, sizeof(*f)); /* every fd -1 */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sock) < 0 ||
 	    pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->err, O_CLOEXEC) < 0)
 		return cerr_sys(e, "pipe");
-	f->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	f->devnull = open_stdin(dir, e);
 	if (f->devnull < 0)
-		return cerr_sys(e, "open /dev/null");
+		return -1;
 	if (open_ns(c->netns_path, &f->netns, e) < 0 ||
 	    open_ns(c->ipc_ns_path, &f->ipcns, e) < 0 ||
 	    open_ns(c->pid_ns_path, &f->pidns, e) < 0)
@@ -428,7 +454,7 @@ static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
 	int rc = -1;
 
 	msg[0] = '\0';
-	if (open_spawn_fds(&m->cfg, &f, e) < 0)
+	if (open_spawn_fds(m->dir, &m->cfg, &f, e) < 0)
 		goto out;
 	m->init = clone_init(&m->cfg, &f, e);
 	/* Back to our own PID namespace for children: a process whose
@@ -731,19 +757,29 @@ static int block_forwarded(sigset_t *set)
 	sigemptyset(set);
 	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
 		sigaddset(set, sigs[i]);
+	sigaddset(set, EXEC_END_SIGNAL);
 	signal(SIGPIPE, SIG_IGN);
 	if (sigprocmask(SIG_BLOCK, set, NULL) < 0)
 		return -1;
 	return signalfd(-1, set, SFD_CLOEXEC);
 }
 
-/* Pass signals on to the command until it exits; its status is ours. */
-static int forward_until_exit(int sigfd, pid_t child)
+/* Pass signals on to the command until it exits; its status is ours.
+ * EXEC_END_SIGNAL (the agent: the stream is gone; or our parent died)
+ * kills the command's whole cgroup instead. */
+static int forward_until_exit(int sigfd, pid_t child, const struct cgroup *cg)
 {
 	struct signalfd_siginfo si;
 	int status;
 
 	while (read(sigfd, &si, sizeof(si)) == sizeof(si) || errno == EINTR) {
+		if ((int)si.ssi_signo == EXEC_END_SIGNAL) {
+			struct cerr e = {0};
+			if (cg_kill_all(cg, &e) < 0)
+				log_warn("exec: %s", e.msg);
+			kill(child, SIGKILL);
+			continue;
+		}
 		if (si.ssi_signo != SIGCHLD) {
 			kill(child, (int)si.ssi_signo);
 			continue;
@@ -756,9 +792,34 @@ static int forward_until_exit(int sigfd, pid_t child)
 	return 255;
 }
 
-/* Join the unit: its cgroups first (so that everything forked below is
- * counted and killed with the unit), then its namespaces. */
-static int join_unit(const char *dir, struct run_config *c, struct cerr *e)
+/* The command's own cgroup, exec-<our pid> below the unit's in every
+ * hierarchy: limits and usage are the unit's (cgroups are hierarchical),
+ * and the tree the command starts can be killed whole, wherever it puts
+ * itself (its own session, a double fork) and without touching the unit. */
+static int make_exec_cgroup(char *const *unit_dirs, struct cgroup *cg,
+			    struct cerr *e)
+{
+	size_t n = strv_len(unit_dirs);
+	char **dirs = xcalloc(n + 1, sizeof(char *));
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		dirs[i] = xasprintf("%s/exec-%d", unit_dirs[i], (int)getpid());
+		if (rc == 0 && mkdir(dirs[i], 0755) < 0 && errno != EEXIST)
+			rc = cerr_sys(e, "exec cgroup %s", dirs[i]);
+	}
+	cg_from_dirs(cg, dirs);
+	strv_free(dirs);
+	if (rc < 0)
+		cg_destroy(cg, NULL);
+	return rc;
+}
+
+/* Join the unit: its cgroups first (so that we are counted with the unit),
+ * then its namespaces but the mount namespace, which only the command
+ * joins: we stay where the cgroup files are. */
+static int join_unit(const char *dir, struct run_config *c,
+		     struct cgroup *exec_cg, int *mntns_fd, struct cerr *e)
 {
 	struct unit_runtime_state st = {0};
 	struct cgroup cg;
@@ -774,29 +835,48 @@ static int join_unit(const char *dir, struct run_config *c, struct cerr *e)
 	rc = cg_enter(&cg, getpid(), e);
 	cg_free(&cg);
 	if (rc == 0)
+		rc = make_exec_cgroup(st.cgroups, exec_cg, e);
+	if (rc == 0)
 		rc = ctr_join_namespaces(st.container_pid, st.container_start,
-					 e);
+					 mntns_fd, e);
 out:
 	runtime_state_free(&st);
 	return rc;
+}
+
+/* The command is over (or was never started): what it left goes too. */
+static void end_exec_cgroup(struct cgroup *cg)
+{
+	struct cerr e = {0};
+
+	if (cg_kill_all(cg, &e) < 0 || cg_destroy(cg, &e) < 0)
+		log_warn("exec: %s", e.msg);
+	cg_free(cg);
 }
 
 int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
 		 char *const *env, const char *cwd)
 {
 	struct run_config c = {0};
+	struct cgroup cg = {0};
 	struct cerr e = {0};
-	cleanup_close int sigfd = -1;
+	cleanup_close int sigfd = -1, mntns = -1;
 	char **full_env = NULL, msg[REPORT_MAX];
 	int sock[2] = {-1, -1}, rc = 127;
 	sigset_t set;
 	pid_t pid;
 
-	if (join_unit(unit_dir, &c, &e) < 0)
-		goto fail;
+	cg_free(&cg);
+	/* Blocked first: an end asked for during setup is not lost. The
+	 * agent's thread that started us going away ends the exec too. */
 	sigfd = block_forwarded(&set);
-	if (sigfd < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
+	if (sigfd < 0 || prctl(PR_SET_PDEATHSIG, EXEC_END_SIGNAL) < 0) {
+		cerr_sys(&e, "exec setup");
+		goto fail;
+	}
+	if (join_unit(unit_dir, &c, &cg, &mntns, &e) < 0)
+		goto fail;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
 		cerr_sys(&e, "exec setup");
 		goto fail;
 	}
@@ -807,9 +887,19 @@ int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
 		cerr_sys(&e, "fork");
 		goto fail;
 	}
-	if (pid == 0)
-		ctr_exec_child(&c, argv, full_env, cwd ? cwd : c.cwd, sock[1],
-			       sock[0]);
+	if (pid == 0) {
+		struct ctr_exec_args a = {
+		    .cfg = &c,
+		    .argv = argv,
+		    .env = full_env,
+		    .cwd = cwd ? cwd : c.cwd,
+		    .exec_cg = &cg,
+		    .mntns_fd = mntns,
+		    .sync_fd = sock[1],
+		    .peer_fd = sock[0],
+		};
+		ctr_exec_child(&a);
+	}
 	close(sock[1]);
 	sock[1] = -1;
 	if (child_verdict(sock[0], msg, sizeof(msg)) < 0) {
@@ -818,16 +908,23 @@ int monitor_exec(const char *unit_dir, int sync_fd, char *const *argv,
 		goto fail;
 	}
 	report(&sync_fd, "ok %d", (int)getpid());
-	rc = forward_until_exit(sigfd, pid);
+	rc = forward_until_exit(sigfd, pid, &cg);
 	goto out;
 fail:
 	log_error("%s", e.msg);
 	report(&sync_fd, "error %d %s", e.code, e.msg);
 out:
+	end_exec_cgroup(&cg);
 	close_fds(sock, 2);
 	strv_free(full_env);
 	runconfig_free(&c);
 	return rc;
+}
+
+int runtime_exec_end(int pidfd)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, EXEC_END_SIGNAL, NULL,
+			    0);
 }
 
 /* ========================= the agent's side ========================= */

@@ -19,7 +19,7 @@
  *    directory or a symlink: a second name for a symlink at another depth
  *    would carry its target somewhere else).
  *
- * The package is built in ".<name>.tmp-XXXXXX" next to the old one and
+ * The package is built in ".tmp-XXXXXXXXXXXX" next to the old one and
  * swapped in with renameat2(RENAME_EXCHANGE), so a reader sees the old
  * package or the new one, never a mixture, and a failure leaves the old one
  * untouched. */
@@ -37,6 +37,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cleanup.h"
 #include "fsutil.h"
@@ -47,6 +48,7 @@
 #define DIRS_MEM_MAX (64u << 20)
 #define LINK_TARGET_MAX 4095
 #define MSG_NAME_MAX 200
+#define CHECK_CHUNK 65536
 
 static inline void archive_read_freep(struct archive **a)
 {
@@ -551,6 +553,76 @@ static void extractor_free(struct extractor *x)
 		archive_read_free(x->a);
 }
 
+/* libarchive's gzip reader never checks a member's trailer (CRC-32 and
+ * length), so a package damaged in transit would be extracted with wrong
+ * bytes. zlib checks both: the whole stream is inflated once, to nowhere,
+ * before anything is written. Concatenated members are each checked; a
+ * package that is not gzip'd (a plain tar) has nothing to check. */
+static int inflate_all(z_stream *z, int fd, unsigned char *in,
+		       unsigned char *out, struct cerr *e)
+{
+	bool ended = false; /* between two members */
+
+	for (;;) {
+		int zr;
+
+		if (z->avail_in == 0) {
+			ssize_t n = read(fd, in, CHECK_CHUNK);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return cerr_sys(e, "read package");
+			if (n == 0)
+				return ended ? 0
+					     : cerr_set(e, EINVAL,
+							"package is not valid "
+							"gzip: truncated");
+			z->next_in = in;
+			z->avail_in = (uInt)n;
+		}
+		if (ended) {
+			/* Padding after the last member is the tar reader's
+			 * business; another member is checked too. */
+			if (z->next_in[0] != 0x1f)
+				return 0;
+			inflateReset(z);
+			ended = false;
+		}
+		z->next_out = out;
+		z->avail_out = CHECK_CHUNK;
+		zr = inflate(z, Z_NO_FLUSH);
+		if (zr == Z_STREAM_END)
+			ended = true;
+		else if (zr != Z_OK && zr != Z_BUF_ERROR)
+			return cerr_set(e, EINVAL,
+					"package is not valid gzip: %s",
+					z->msg ? z->msg : "corrupt data");
+	}
+}
+
+static int check_gzip(int fd, struct cerr *e)
+{
+	unsigned char magic[2];
+	cleanup_free unsigned char *in = NULL, *out = NULL;
+	z_stream z = {0};
+	int r;
+
+	if (pread(fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)
+		return 0;
+	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+		return cerr_set(e, ENOMEM, "inflateInit2");
+	in = xmalloc(CHECK_CHUNK);
+	out = xmalloc(CHECK_CHUNK);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		r = cerr_sys(e, "rewind the package");
+	else
+		r = inflate_all(&z, fd, in, out, e);
+	inflateEnd(&z);
+	if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
+		r = cerr_sys(e, "rewind the package");
+	return r;
+}
+
 static int extract_into(int rootfd, int fd, struct cerr *e)
 {
 	/* On the heap: it is 12 KiB, and the API's workers have small
@@ -580,7 +652,9 @@ out:
 	return r;
 }
 
-/* A fresh ".<name>.tmp-XXXXXX" directory in pkgdir; its name goes to tmp. */
+/* A fresh ".tmp-XXXXXXXXXXXX" directory in pkgdir; its name goes to tmp.
+ * The package's name is not part of it: a 253-byte name plus a prefix and
+ * a suffix would not fit in NAME_MAX (255). */
 static int make_tmpdir(int pkgdirfd, const char *name, char *tmp, size_t sz,
 		       struct cerr *e)
 {
@@ -589,8 +663,8 @@ static int make_tmpdir(int pkgdirfd, const char *name, char *tmp, size_t sz,
 
 		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 			return cerr_sys(e, "getrandom");
-		snprintf(tmp, sz, ".%s.tmp-%02x%02x%02x%02x%02x%02x", name,
-			 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+		snprintf(tmp, sz, ".tmp-%02x%02x%02x%02x%02x%02x", rnd[0],
+			 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 		if (mkdirat(pkgdirfd, tmp, 0755) == 0)
 			return 0;
 		if (errno != EEXIST)
@@ -634,6 +708,8 @@ int deploy_package(int pkgdirfd, const char *name, int fd, struct cerr *e)
 	if (!deploy_name_ok(name))
 		return cerr_set(e, EINVAL, "bad package name '%.*s'",
 				MSG_NAME_MAX, name);
+	if (check_gzip(fd, e) < 0)
+		return cerr_prefix(e, "package %s", name);
 	if (make_tmpdir(pkgdirfd, name, tmp, sizeof(tmp), e) < 0)
 		return cerr_prefix(e, "package %s", name);
 	rootfd = openat(pkgdirfd, tmp,

@@ -81,9 +81,15 @@ static int wait_timeout(pid_t pid, int ms, bool *timed_out)
 		if (r >= 0 || errno != EINTR)
 			break;
 	}
-	/* Without a pidfd (old kernel) we cannot bound the wait: kill. */
+	/* Without a pidfd (old kernel) we cannot bound the wait: kill. A
+	 * timed-out command's whole tree goes (its cgroup), then the helper
+	 * if it lingers. */
 	if (r == 0 || pfd < 0) {
 		*timed_out = r == 0;
+		if (pfd >= 0 && runtime_exec_end(pfd) == 0) {
+			struct pollfd pf = {.fd = pfd, .events = POLLIN};
+			poll(&pf, 1, 2000);
+		}
 		kill(pid, SIGKILL);
 	}
 	while (waitpid(pid, &status, 0) < 0) {

@@ -423,7 +423,11 @@ static int parse_cgroup_log(const json_t *root, struct run_config *c,
 	if (get_str(log, "path", true, &c->log_path, e) < 0 ||
 	    check_abs_path("path", c->log_path, e) < 0 ||
 	    get_int(log, "maxBytes", 0, 0, INT64_MAX / 2, &c->log_max_bytes,
-		    e) < 0)
+		    e) < 0 ||
+	    get_int(log, "maxFiles", 2, 2, CRILOG_ROTATED_MAX + 1,
+		    &c->log_max_files, e) < 0 ||
+	    get_str(log, "link", false, &c->log_link, e) < 0 ||
+	    (c->log_link && check_abs_path("link", c->log_link, e) < 0))
 		return cerr_prefix(e, "log");
 	return 0;
 }
@@ -507,6 +511,7 @@ void runconfig_free(struct run_config *c)
 	free(c->mounts);
 	free(c->cgroup_path);
 	free(c->log_path);
+	free(c->log_link);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -601,6 +606,8 @@ char *runconfig_to_json(const struct run_config *c)
 	json_object_set_new(o, "cgroup", limits_to_json(c));
 	set_str(log, "path", c->log_path);
 	json_object_set_new(log, "maxBytes", json_integer(c->log_max_bytes));
+	json_object_set_new(log, "maxFiles", json_integer(c->log_max_files));
+	set_str(log, "link", c->log_link);
 	json_object_set_new(o, "log", log);
 	json_object_set_new(o, "graceSeconds", json_integer(c->grace_seconds));
 	json_object_set_new(o, "tty", json_boolean(c->tty));

@@ -86,6 +86,8 @@ struct run_config {
 	int64_t pids_limit;    /* 0 = none */
 	char *log_path;	       /* CRI log file (absolute) */
 	int64_t log_max_bytes; /* rotate to log_path.1 beyond this; 0 never */
+	int64_t log_max_files; /* files kept, the current one included (2) */
+	char *log_link; /* NULL, or a symlink to log_path made at start */
 	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
 	bool tty;	       /* not supported yet: must be false */
 };
@@ -178,6 +180,12 @@ struct exec_opts {
  * "unit is not running") otherwise. */
 pid_t runtime_exec(const char *monitor_bin, const char *unit_dir,
 		   const struct exec_opts *o, struct cerr *e);
+/* End an exec early (its stream closed, its probe timed out): the command
+ * and everything it started are killed through their cgroup, which is then
+ * removed, and `cell-monitor exec` exits 137. Returns at once; wait on the
+ * pidfd. SIGKILL to `cell-monitor exec` kills the command only. */
+#define EXEC_END_SIGNAL (SIGRTMIN + 1)
+int runtime_exec_end(int pidfd);
 
 /* ======================= CRI log files (crilog.c) ======================= */
 
@@ -192,6 +200,7 @@ struct crilog {
 	char *path;
 	int fd;
 	int64_t max_bytes; /* 0: never rotate */
+	int max_files;	   /* kept, the current one included; < 2: 2 */
 	int64_t size;
 	int64_t (*clock)(void); /* wall clock in ns; tests inject one */
 	uint64_t dropped;	/* bytes lost to write errors (disk full) */
@@ -199,9 +208,21 @@ struct crilog {
 
 int crilog_open(struct crilog *l, const char *path, int64_t max_bytes,
 		struct cerr *e);
+/* Point link at the log (a symlink, replaced atomically), as the kubelet
+ * does in /var/log/containers; dangling links in its directory that start
+ * with the same "<pod>_<namespace>_" (earlier runs whose files are gone)
+ * are removed. */
+int crilog_link(const char *log_path, const char *link, struct cerr *e);
+/* The kubelet's name for a run's log link:
+ * <dir>/<pod>_<namespace>_<unit>-<64 hex>.log, from pod_name
+ * "<namespace>_<pod>"; the hex is the sha256 of run_key (unique per run),
+ * the shape of a container ID, which log shippers' patterns expect. */
+char *crilog_link_name(const char *dir, const char *pod_name, const char *unit,
+		       const char *run_key);
 /* Append what a stream produced. Never buffers: complete lines become F
- * records, a trailing piece becomes a P record at once. Rotates (path →
- * path.1) before a record that would take the file past max_bytes. */
+ * records, a trailing piece becomes a P record at once. Rotates (path.K →
+ * path.K+1, path → path.1, keeping max_files files) before a record that
+ * would take the file past max_bytes. */
 int crilog_write(struct crilog *l, enum crilog_stream s, const char *p,
 		 size_t n, struct cerr *e);
 void crilog_close(struct crilog *l);
@@ -210,17 +231,62 @@ void crilog_format_time(int64_t ns, char *out);
 /* RFC 3339 with optional fraction and Z or ±hh:mm; -1 when malformed. */
 int crilog_parse_time(const char *s, size_t n, int64_t *ns);
 
+/* One record, parsed: text points into the record. */
+struct crilog_record {
+	int64_t ts_ns;
+	enum crilog_stream stream;
+	bool partial; /* P */
+	const char *text;
+	size_t len;
+};
+/* Pure; -1 when the record is malformed. */
+int crilog_parse_record(const char *r, size_t n, struct crilog_record *out);
+
 /* A reassembled line: P records joined with the F that ends them. */
 struct crilog_line {
 	int64_t ts_ns; /* of the line's first record */
 	enum crilog_stream stream;
-	bool partial; /* the file ended before the line did */
+	bool partial; /* the input ended before the line did (or, without
+			 join, this record is a P) */
 	const char *text;
 	size_t len;
 };
 typedef int (*crilog_line_fn)(const struct crilog_line *ln, void *ud);
-/* Call fn for every line of path.1 (when with_rotated) and then path. A
- * malformed record is skipped; fn returning < 0 stops the walk. */
+
+/* The one CRI log reader: bytes in, lines out. Records are split at
+ * newlines (an incomplete one waits for more bytes), parsed (malformed
+ * ones are skipped) and, with join, P records are joined with the F that
+ * ends them, per stream; without join every record is a line of its own
+ * (partial for P), which is what a follower passes on as it comes. */
+struct crilog_reader {
+	bool join, skipping, stop;
+	crilog_line_fn fn;
+	void *ud;
+	struct buf rec;	    /* an incomplete record */
+	struct buf line[2]; /* join: a stream's P records so far */
+	int64_t ts[2];
+};
+void crilog_reader_init(struct crilog_reader *r, bool join, crilog_line_fn fn,
+			void *ud);
+/* -1 once fn has returned < 0 (nothing more is passed on). */
+int crilog_reader_feed(struct crilog_reader *r, const char *p, size_t n);
+/* The next bytes come from another file (a rotation): an incomplete
+ * record is dropped. */
+void crilog_reader_next_file(struct crilog_reader *r);
+/* The end of the input: joined lines not finished are passed on, partial. */
+int crilog_reader_finish(struct crilog_reader *r);
+void crilog_reader_free(struct crilog_reader *r);
+
+/* At most this many rotated files path.1 … path.N are looked at. */
+#define CRILOG_ROTATED_MAX 64
+/* Read path.N … path.1 (when with_rotated) and then the current file into
+ * r, then finish r. The current file is cur_fd up to cur_end when cur_fd
+ * >= 0 (a rotated file with its inode is skipped: it was renamed after
+ * cur_fd was opened), else path. */
+int crilog_foreach_fd(const char *path, bool with_rotated, int cur_fd,
+		      off_t cur_end, struct crilog_reader *r, struct cerr *e);
+/* crilog_foreach_fd with a joining reader over path. fn returning < 0
+ * stops the walk. */
 int crilog_foreach(const char *path, bool with_rotated, crilog_line_fn fn,
 		   void *ud, struct cerr *e);
 
@@ -236,7 +302,14 @@ struct crilog_tail_opts {
 	bool with_rotated;
 	enum crilog_format format;
 };
-/* The selected lines appended to out (whose cap bounds the result: EFBIG). */
+/* One line as a client sees it, appended to b. */
+void crilog_format_line(struct buf *b, enum crilog_format f,
+			const struct crilog_line *ln);
+/* The selected lines of path's files (crilog_foreach_fd) appended to out
+ * (whose cap bounds the result: EFBIG). */
+int crilog_tail_fd(const char *path, int cur_fd, off_t cur_end,
+		   const struct crilog_tail_opts *o, struct buf *out,
+		   struct cerr *e);
 int crilog_tail(const char *path, const struct crilog_tail_opts *o,
 		struct buf *out, struct cerr *e);
 
@@ -353,19 +426,28 @@ struct ctr_child_args {
 };
 __attribute__((noreturn)) void ctr_child(const struct ctr_child_args *a);
 
-/* `cell-monitor exec`'s child, already in the unit's namespaces and
- * cgroups: credentials, cwd, exec. Errors go to sync_fd. */
-__attribute__((noreturn)) void ctr_exec_child(const struct run_config *c,
-					      char *const *argv,
-					      char *const *env, const char *cwd,
-					      int sync_fd, int peer_fd);
+/* `cell-monitor exec`'s child, already in the unit's namespaces but the
+ * mount namespace: joins exec_cg (its own cgroup below the unit's, so that
+ * the whole tree it starts can be killed at once) and mntns_fd, becomes a
+ * session leader (with stdin as its controlling terminal when stdin is
+ * one), then credentials, cwd, exec. Errors go to sync_fd. */
+struct ctr_exec_args {
+	const struct run_config *cfg;
+	char *const *argv, *const *env;
+	const char *cwd;
+	const struct cgroup *exec_cg;
+	int mntns_fd, sync_fd, peer_fd;
+};
+__attribute__((noreturn)) void ctr_exec_child(const struct ctr_exec_args *a);
 /* Credentials, capabilities and no_new_privs as run.json asks. */
 int ctr_set_creds(const struct run_config *c, struct cerr *e);
 /* execve argv with PATH taken from env; returns only on failure. */
 int ctr_execvpe(char *const *argv, char *const *env, struct cerr *e);
-/* Join a running unit: namespaces of pid (ipc, uts, net, pid, mnt), then
- * the caller must fork for the PID namespace to apply. */
-int ctr_join_namespaces(pid_t pid, uint64_t start_time, struct cerr *e);
+/* Join a running unit: namespaces of pid (ipc, uts, net, pid, and mnt
+ * unless mntns_fd is given, which then gets the mount namespace to join
+ * later), then the caller must fork for the PID namespace to apply. */
+int ctr_join_namespaces(pid_t pid, uint64_t start_time, int *mntns_fd,
+			struct cerr *e);
 
 /* ---- monitor.c ---- */
 

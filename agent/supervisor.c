@@ -605,6 +605,12 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 	s->o.packages_dir = xstrdup(o->packages_dir);
 	s->o.pod_memory_reserve = o->pod_memory_reserve;
 	s->pod_memory_cap = pod_memory_cap(o->pod_memory_reserve);
+	s->o.log_max_bytes = o->log_max_bytes;
+	s->o.log_max_files = o->log_max_files;
+	s->o.containers_log_dir =
+	    o->containers_log_dir && *o->containers_log_dir
+		? xstrdup(o->containers_log_dir)
+		: NULL;
 	while (o->insecure_registries && o->insecure_registries[n])
 		n++;
 	s->insecure = xcalloc(n + 1, sizeof(char *));
@@ -667,6 +673,7 @@ static void sup_free(struct supervisor *s)
 	free((char *)s->o.image_cache);
 	free((char *)s->o.monitor_bin);
 	free((char *)s->o.packages_dir);
+	free((char *)s->o.containers_log_dir);
 	close(s->evfd);
 	close(s->epfd);
 	pthread_mutex_destroy(&s->mu);

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 
@@ -20,6 +21,11 @@ struct sup_opts {
 	/* The pod's units together may use the instance's memory minus this
 	 * (bytes); -1: no pod-wide cap. */
 	int64_t pod_memory_reserve;
+	/* Unit logs: rotation (0: 10 MiB, 5 files) and the kubelet-style
+	 * links <dir>/<pod>_<namespace>_<unit>-<id>.log (NULL: none). */
+	int64_t log_max_bytes;
+	int log_max_files;
+	const char *containers_log_dir;
 };
 
 /* Load state from state_dir (re-adopting running units) and start the

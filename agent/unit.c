@@ -26,6 +26,7 @@
 #include "volumes.h"
 
 #define LOG_MAX_BYTES (10ll << 20)
+#define LOG_MAX_FILES 5
 #define TERM_MSG_MAX 4096
 #define FALLBACK_LINES 80
 #define ADOPT_WAIT_MS 10000
@@ -258,7 +259,14 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	rc->cgroup_path =
 	    xasprintf("cell/%s/%s-%d", s->cgroup_tag, u->name, u->seq + 1);
 	rc->log_path = xasprintf("%s/log", run);
-	rc->log_max_bytes = LOG_MAX_BYTES;
+	rc->log_max_bytes =
+	    s->o.log_max_bytes > 0 ? s->o.log_max_bytes : LOG_MAX_BYTES;
+	rc->log_max_files =
+	    s->o.log_max_files >= 2 ? s->o.log_max_files : LOG_MAX_FILES;
+	if (s->o.containers_log_dir)
+		rc->log_link =
+		    crilog_link_name(s->o.containers_log_dir, s->spec.pod_name,
+				     u->name, rc->cgroup_path);
 	rc->grace_seconds = s->spec.termination_grace_s;
 	/* The unit's own limits only: spec.resources is what Kip sized the
 	 * instance by (requests included), not a limit for any unit. */

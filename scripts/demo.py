@@ -64,6 +64,8 @@ def start_cell(work, reg):
     p = subprocess.Popen([AGENT, "--port", str(port), "--boot-dir", boot,
                           "--state-dir", os.path.join(work, "state"),
                           "--image-cache", os.path.join(work, "cache"),
+                          "--agent-log", os.path.join(work, "itzo.log"),
+                          "--containers-log-dir", os.path.join(work, "containers"),
                           "--insecure-registry", reg.host],
                          stdout=log, stderr=log, start_new_session=True)
     c = CellClient("127.0.0.1", port, ca=ca.cert_path, cert=cli.cert_path, key=cli.key_path)

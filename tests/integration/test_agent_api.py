@@ -114,8 +114,12 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
             f.write(boot_config)
     port = port or free_port()
     log_path = os.path.join(d, "agent.log")
+    # Never the host's /var/log: the agent's own log and the units' links
+    # go below the test's directory (extra may say otherwise).
     args = [AGENT, "--boot-dir", boot, "--state-dir", os.path.join(d, "state"),
-            "--image-cache", os.path.join(d, "cache"), "-v", *extra]
+            "--image-cache", os.path.join(d, "cache"), "-v",
+            "--agent-log", os.path.join(d, "varlog", "itzo", "itzo.log"),
+            "--containers-log-dir", os.path.join(d, "varlog", "containers"), *extra]
     if boot_config is None or "itzoFlag-port" not in boot_config:
         args[1:1] = ["--port", str(port)]
     args[0:0] = list(prefix)  # e.g. nsenter into a test's network namespace

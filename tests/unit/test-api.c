@@ -1221,12 +1221,14 @@ static void test_follow(void)
 	usleep(100000);
 	append_log("app.log", "2024-01-01T00:00:05Z stdout F new one\n");
 	ok(wsc_recv_ch(&w, &ch, &d, 3000) == 0 && ch == 1 &&
-	       !strcmp(d.data, "2024-01-01T00:00:05Z stdout F new one\n"),
+	       !strcmp(d.data,
+		       "2024-01-01T00:00:05.000000000Z stdout F new one\n"),
 	   "follow metadata=1: the new line in CRI form (%s)", d.data);
 	rename(p, p1);
 	append_log("app.log", "2024-01-01T00:00:06Z stderr F rotated\n");
 	ok(wsc_recv_ch(&w, &ch, &d, 3000) == 0 &&
-	       !strcmp(d.data, "2024-01-01T00:00:06Z stderr F rotated\n"),
+	       !strcmp(d.data,
+		       "2024-01-01T00:00:06.000000000Z stderr F rotated\n"),
 	   "follow: a rotated log is picked up (%s)", d.data);
 	wsc_close(&w);
 

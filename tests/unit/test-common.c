@@ -14,6 +14,7 @@
 #include "err.h"
 #include "fsutil.h"
 #include "netaddr.h"
+#include "log.h"
 #include "path.h"
 #include "util.h"
 
@@ -329,9 +330,66 @@ static void test_default_route(void)
 	}
 }
 
+/* The second sinks: an fd, and a file rotated by size. */
+static void test_log_sinks(void)
+{
+	char dir[] = "/tmp/cell-log-XXXXXX";
+	int p[2];
+	char got[256] = "";
+	ssize_t n;
+	struct cerr e = {0};
+	struct stat st;
+	bool small = true;
+
+	if (!mkdtemp(dir) || pipe(p) < 0) {
+		ok(0, "log sinks: set up");
+		return;
+	}
+	char *path = xasprintf("%s/sub/agent.log", dir);
+	log_init("t", LOG_INFO);
+	log_set_fd(-1); /* not the TAP output */
+	log_add_fd(p[1]);
+	log_info("to the fd %d", 7);
+	n = read(p[0], got, sizeof(got) - 1);
+	ok(n > 0 && !strcmp(got, "t: info: to the fd 7\n"), "log_add_fd");
+	ok(log_add_file(path, 300, 3, &e) == 0,
+	   "log_add_file makes its "
+	   "directory (%s)",
+	   e.msg);
+	log_add_fd(-1);
+	for (int i = 0; i < 40; i++)
+		log_warn("line %02d of the file sink", i);
+	log_close_file();
+	for (int k = 0; k < 3; k++) {
+		char *f = k ? xasprintf("%s.%d", path, k) : xstrdup(path);
+		small &= stat(f, &st) == 0 && st.st_size <= 300;
+		free(f);
+	}
+	{
+		char *f3 = xasprintf("%s.3", path);
+		struct buf b;
+		buf_init(&b, 0);
+		ok(small && access(f3, F_OK) < 0,
+		   "rotated: 3 files of at most 300 bytes");
+		ok(fs_read_file(path, &b, &e) == 0 && b.len > 28 &&
+		       !strncmp(b.data + 28, "t: warning: line", 16) &&
+		       strstr(b.data, "line 39 of the file sink\n") &&
+		       b.data[4] == '-' && b.data[27] == ' ',
+		   "a timestamp, then the line; the newest last");
+		buf_free(&b);
+		free(f3);
+	}
+	log_set_fd(2);
+	close(p[0]);
+	close(p[1]);
+	fs_rm_rf(dir, &e);
+	free(path);
+}
+
 int main(void)
 {
 	test_default_route();
+	test_log_sinks();
 	test_base64();
 	test_err();
 	test_buf();

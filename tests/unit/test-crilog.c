@@ -337,6 +337,146 @@ static void test_tail_rotated_and_big(void)
 	free(s);
 }
 
+/* Rotation keeps max_files files: path.K shifts up, the oldest drops. */
+static void test_rotation_many(void)
+{
+	struct crilog l;
+	char line[64], *s;
+	char *p = path_of("many.log"), *p3 = path_of("many.log.3"),
+	     *p4 = path_of("many.log.4");
+
+	open_log(&l, "many.log", 512);
+	l.max_files = 4;
+	for (int i = 0; i < 500; i++) {
+		snprintf(line, sizeof(line), "m%04d\n", i);
+		w(&l, CRILOG_STDOUT, line);
+	}
+	crilog_close(&l);
+	ok(access(p3, F_OK) == 0 && access(p4, F_OK) < 0,
+	   "max_files 4: path, .1, .2, .3 and no .4");
+	s = tail("many.log", -1, -1, CRILOG_PLAIN, true, 0);
+	{
+		/* Consecutive from the oldest kept line to the last. */
+		int first = -1, prev = -1, bad = 0;
+		for (char *q = s; *q; q = strchr(q, '\n') + 1) {
+			int n = (int)strtol(q + 1, NULL, 10);
+			if (first < 0)
+				first = n;
+			else if (n != prev + 1)
+				bad++;
+			prev = n;
+		}
+		ok(first > 0 && prev == 499 && !bad,
+		   "all kept files, oldest first, each line once (%d..%d)",
+		   first, prev);
+	}
+	free(s);
+	free(p);
+	free(p3);
+	free(p4);
+}
+
+/* A line whose P record is in one file and its F in the next. */
+static void test_line_across_rotation(void)
+{
+	struct crilog l;
+	char *big = xmalloc(CRILOG_CHUNK + 101), *s, *want;
+
+	memset(big, 'z', CRILOG_CHUNK + 100);
+	big[CRILOG_CHUNK + 100] = '\0';
+	open_log(&l, "span.log", 1024);
+	l.max_files = 5;
+	w(&l, CRILOG_STDOUT, "before\n");
+	w(&l, CRILOG_STDOUT, big);
+	w(&l, CRILOG_STDOUT, "\nafter\n");
+	crilog_close(&l);
+	want = xasprintf("before\n%s\nafter\n", big);
+	s = tail("span.log", -1, -1, CRILOG_PLAIN, true, 0);
+	ok(!strcmp(s, want), "a line split over two files is read once, whole");
+	free(s);
+	s = tail("span.log", 2, -1, CRILOG_CRI, true, 0);
+	{
+		char *nl = strchr(s, '\n');
+		ok(!strncmp(s + 31, "stdout F zzz", 12) && nl &&
+		       nl - s == 31 + 9 + CRILOG_CHUNK + 100 &&
+		       !strcmp(nl + 32, "stdout F after\n"),
+		   "CRI format: its pieces merged into one F line");
+	}
+	free(s);
+	free(want);
+	free(big);
+}
+
+static int to_buf(const struct crilog_line *ln, void *ud)
+{
+	crilog_format_line(ud, CRILOG_CRI, ln);
+	return 0;
+}
+
+/* Without join, every record is a line of its own, as a follower sends. */
+static void test_reader_stream(void)
+{
+	struct crilog_reader r;
+	struct buf b;
+	const char *in = "2023-11-14T22:13:20.000000001Z stdout P ab\n"
+			 "2023-11-14T22:13:20.000000002Z stdout F cd\n"
+			 "2023-11-14T22:13:20.000000003Z stderr F e";
+
+	buf_init(&b, 0);
+	crilog_reader_init(&r, false, to_buf, &b);
+	/* Byte by byte: records wait for their newline. */
+	for (size_t i = 0; i < strlen(in); i++)
+		crilog_reader_feed(&r, in + i, 1);
+	is_str(b.data,
+	       "2023-11-14T22:13:20.000000001Z stdout P ab\n"
+	       "2023-11-14T22:13:20.000000002Z stdout F cd\n",
+	       "unjoined: records as they come, the cut one held back");
+	crilog_reader_next_file(&r);
+	crilog_reader_feed(&r, "\n", 1);
+	crilog_reader_finish(&r);
+	is_str(b.data,
+	       "2023-11-14T22:13:20.000000001Z stdout P ab\n"
+	       "2023-11-14T22:13:20.000000002Z stdout F cd\n",
+	       "a record cut by the end of a file is dropped");
+	crilog_reader_free(&r);
+	buf_free(&b);
+}
+
+static void test_link(void)
+{
+	char *d = path_of("containers"), *log = path_of("link.log");
+	char *name = crilog_link_name(d, "ns1_web", "app", "cell/x/app-1");
+	char *again = crilog_link_name(d, "ns1_web", "app", "cell/x/app-1");
+	char *other = crilog_link_name(d, "ns1_web", "app", "cell/x/app-2");
+	char *dangling = xasprintf("%s/web_ns1_app-old.log", d);
+	char *foreign = xasprintf("%s/db_ns1_x-old.log", d);
+	struct cerr e = {0};
+	char got[4096];
+	ssize_t n;
+
+	ok(name && !strncmp(name + strlen(d), "/web_ns1_app-", 13) &&
+	       strlen(name) == strlen(d) + 13 + 64 + 4 &&
+	       !strcmp(name, again) && strcmp(name, other),
+	   "link name: <pod>_<ns>_<unit>-<64 hex>.log, one per run (%s)", name);
+	fs_mkdir_p(d, 0755, &e);
+	symlink("/nonexistent/x", dangling);
+	symlink("/nonexistent/y", foreign);
+	ok(crilog_link(log, name, &e) == 0, "link made (%s)", e.msg);
+	n = readlink(name, got, sizeof(got) - 1);
+	ok(n > 0 && (got[n] = 0, !strcmp(got, log)), "it points at the log");
+	ok(crilog_link(log, name, &e) == 0, "made again: replaced");
+	ok(access(dangling, F_OK) < 0 && readlink(dangling, got, 8) < 0,
+	   "this pod's dangling links are removed");
+	ok(readlink(foreign, got, 8) > 0, "another pod's are left alone");
+	free(d);
+	free(log);
+	free(name);
+	free(again);
+	free(other);
+	free(dangling);
+	free(foreign);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -351,6 +491,10 @@ int main(void)
 	test_reader();
 	test_tail();
 	test_tail_rotated_and_big();
+	test_rotation_many();
+	test_line_across_rotation();
+	test_reader_stream();
+	test_link();
 	{
 		struct cerr e = {0};
 		fs_rm_rf(dir, &e);
