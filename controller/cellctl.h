@@ -92,12 +92,12 @@ int ws_recv(struct ws *w, int timeout_ms, int *ch, struct buf *payload,
 int quantity_value(const char *s, int64_t *out, struct cerr *e);
 int quantity_milli(const char *s, int64_t *out, struct cerr *e);
 
-/* ---- manifest.c: YAML or JSON documents into jansson ---- */
+/* ---- kdoc.c: YAML or JSON documents into jansson ---- */
 
 /* YAML (1.1 scalars, as sigs.k8s.io/yaml reads them) or JSON text into one
  * JSON value; the first document only. */
-json_t *manifest_parse(const char *text, size_t len, struct cerr *e);
-json_t *manifest_load(const char *path, struct cerr *e);
+json_t *kdoc_parse(const char *text, size_t len, struct cerr *e);
+json_t *kdoc_load(const char *path, struct cerr *e);
 
 /* ---- select.c: Kip's instance selection ---- */
 

@@ -145,7 +145,7 @@ static int add_literal(json_t *objects, const char *spec, bool from_file,
 
 static int add_objects(json_t *objects, const char *path, struct cerr *e)
 {
-	json_t *j = manifest_load(path, e), *items, *it;
+	json_t *j = kdoc_load(path, e), *items, *it;
 	size_t i;
 
 	if (!j)
@@ -246,7 +246,7 @@ static int convert_manifest(struct run_opts *o, struct converted *out,
 	cleanup_free char *def = o->prices ? NULL : default_prices();
 	const char *prices = o->prices ? o->prices : def;
 	struct inst_table t = {0};
-	json_t *pod = manifest_load(o->manifest, e);
+	json_t *pod = kdoc_load(o->manifest, e);
 	int r = -1;
 
 	if (!pod)
@@ -425,11 +425,17 @@ int cmd_run(int argc, char **argv, struct ctl_global *g)
 int cmd_delete(int argc, char **argv, struct ctl_global *g)
 {
 	static const char usage[] =
-	    "usage: cellctl delete --cell ADDR (POD.yaml | --pod NS_NAME)\n"
-	    "  stop the pod's units: updatepod with no units\n";
+	    "usage: cellctl delete --cell ADDR (POD.yaml | --pod NS_NAME) "
+	    "[--grace S]\n"
+	    "  stop the pod's units: updatepod with no units; --grace sets\n"
+	    "  terminationGracePeriodSeconds (the agent's default otherwise)\n";
 	static const struct option lo[] = {
-	    GLOBAL_OPTS, {"pod", required_argument, NULL, 'p'}, {0}};
+	    GLOBAL_OPTS,
+	    {"pod", required_argument, NULL, 'p'},
+	    {"grace", required_argument, NULL, 'g'},
+	    {0}};
 	const char *pod = NULL;
+	int64_t grace = -1;
 	cleanup_free char *owned = NULL;
 	struct ctl_cell cell;
 	struct cerr e = {0};
@@ -440,12 +446,14 @@ int cmd_delete(int argc, char **argv, struct ctl_global *g)
 	while ((c = ctl_getopt(argc, argv, "ho:", lo, g)) != -1) {
 		if (c == G_HELP)
 			return fputs(usage, stdout), 0;
-		if (c != 'p')
+		if (c == 'p')
+			pod = optarg;
+		else if (c != 'g' ||
+			 parse_int64(optarg, 0, 86400, &grace, &e) < 0)
 			return ctl_usage(usage);
-		pod = optarg;
 	}
 	if (!pod && argc - optind == 1) {
-		json_t *m = manifest_load(argv[optind], &e);
+		json_t *m = kdoc_load(argv[optind], &e);
 		if (!m || pod_defaults(m, &e) < 0) {
 			json_decref(m);
 			return ctl_fail("delete", &e);
@@ -469,6 +477,10 @@ int cmd_delete(int argc, char **argv, struct ctl_global *g)
 		      "imagePullSecrets", "spot", "policy", "Never",
 		      "Annotations", "PodName", pod, "NodeName", "cellctl",
 		      "PodIP", "", "PodHostname", "");
+	if (grace >= 0)
+		json_object_set_new(json_object_get(p, "spec"),
+				    "terminationGracePeriodSeconds",
+				    json_integer(grace));
 	r = cell_update_pod(&cell, p, &e);
 	json_decref(p);
 	cell_free(&cell);

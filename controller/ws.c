@@ -19,7 +19,7 @@
 #include "ctl-internal.h"
 #include "util.h"
 
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC11B85"
+#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define HEAD_MAX 8192
 
 enum { OP_CONT = 0, OP_TEXT = 1, OP_BIN = 2, OP_CLOSE = 8, OP_PING = 9,

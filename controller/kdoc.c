@@ -83,7 +83,7 @@ static json_t *to_json(const struct ynode *n, struct cerr *e)
 	return j;
 }
 
-json_t *manifest_parse(const char *text, size_t len, struct cerr *e)
+json_t *kdoc_parse(const char *text, size_t len, struct cerr *e)
 {
 	size_t i = 0;
 	struct ytree t;
@@ -113,14 +113,14 @@ json_t *manifest_parse(const char *text, size_t len, struct cerr *e)
 	return j;
 }
 
-json_t *manifest_load(const char *path, struct cerr *e)
+json_t *kdoc_load(const char *path, struct cerr *e)
 {
 	struct buf b;
 	json_t *j = NULL;
 
 	buf_init(&b, MANIFEST_MAX);
 	if (fs_read_file(path, &b, e) == 0)
-		j = manifest_parse(b.data ? b.data : "", b.len, e);
+		j = kdoc_parse(b.data ? b.data : "", b.len, e);
 	buf_free(&b);
 	if (!j)
 		cerr_prefix(e, "%s", path);
