@@ -52,7 +52,7 @@ static int stream_opts(int argc, char **argv, struct ctl_global *g,
 	int c;
 
 	optind = 1;
-	while ((c = ctl_getopt(argc, argv, "+hitc:o:", lo, g)) != -1) {
+	while ((c = ctl_getopt(argc, argv, "hitc:o:", lo, g)) != -1) {
 		if (c == G_HELP)
 			return fputs(usage, stdout), 0;
 		if (c == 'i')

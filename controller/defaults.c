@@ -108,6 +108,11 @@ int pod_defaults(json_t *pod, struct cerr *e)
 
 	if (!json_is_object(pod))
 		return cerr_set(e, EINVAL, "the manifest is not a map");
+	if (!json_is_string(json_object_get(pod, "kind")) ||
+	    strcmp(json_string_value(json_object_get(pod, "kind")), "Pod"))
+		return cerr_set(e, EINVAL, "not a v1 Pod (kind \"%s\")",
+				json_string_value(json_object_get(pod, "kind"))
+				    ?: "");
 	meta = obj_at(pod, "metadata");
 	spec = json_object_get(pod, "spec");
 	if (!json_is_object(spec))

@@ -290,3 +290,126 @@ def test_run_hello_then_status_logs_exec_file(cell, image, tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+def run_ok(c: Cell, tmp_path, image: str, example: str, *extra: str, sub=None) -> str:
+    m = local_manifest(tmp_path, example, image)
+    if sub:
+        text = open(m).read()
+        for a, b in sub.items():
+            text = text.replace(a, b)
+        open(m, "w").write(text)
+    r = c.ctl("run", m, *extra, "--timeout", "60")
+    return r.stdout
+
+
+def test_exec_it_under_a_pseudo_terminal(cell, image, tmp_path):
+    import fcntl
+    import struct
+    import termios
+    c = cell()
+    run_ok(c, tmp_path, image, "hello.yaml")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
+    p = subprocess.Popen([CELLCTL, "exec", "-it", "--cell", c.addr, "--pki", c.pki, "--",
+                          "/bin/sh", "-c", "test -t 0 && echo term=$TERM; stty size; read x; echo got:$x; exit 5"],
+                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    out = b""
+    sent = False
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([master], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        if not sent and b"33 101" in out:
+            os.write(master, b"hi\r")
+            sent = True
+        if p.poll() is not None and not r:
+            break
+    assert p.wait(timeout=10) == 5, out
+    os.close(master)
+    text = out.decode(errors="replace")
+    assert "term=" in text and "33 101" in text and "got:hi" in text, text
+
+
+def test_port_forward_to_http_server_in_pod(cell, image, tmp_path):
+    c = cell()
+    port = str(free_port())
+    cfg = str(tmp_path / "web-config.yaml")
+    with open(os.path.join(EXAMPLES, "web-config.yaml")) as f:
+        open(cfg, "w").write(f.read())
+    out = run_ok(c, tmp_path, image, "web.yaml", "-f", cfg,
+                 sub={"8080": port})
+    assert "pod shop_web: Running" in out
+    st = wait_for(lambda: (lambda s: s if s["unitStatus"][0]["ready"] else None)(
+        json.loads(c.ctl("status", "-o", "json").stdout)), 30)
+    assert st["unitStatus"][0]["ready"] is True
+    p = subprocess.Popen([CELLCTL, "port-forward", f"0:{port}", "--cell", c.addr,
+                          "--pki", c.pki], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        m = re.match(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)", line)
+        assert m and m.group(2) == port, line
+        for _ in range(2):  # two connections, each its own stream
+            body = urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/index.html",
+                                          timeout=10).read()
+            assert body == b"<h1>served by a cell</h1>\n"
+        robots = urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/robots.txt",
+                                        timeout=10).read()
+        assert robots.startswith(b"User-agent")
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    # The configMap package's modes: items[].mode, else defaultMode 0644.
+    r = c.ctl("exec", "--", "/bin/sh", "-c", "stat -c '%a %n' /www/index.html /www/robots.txt")
+    assert r.stdout.split("\n")[:2] == ["644 /www/index.html", "444 /www/robots.txt"], r.stdout
+
+
+def test_run_job_with_init_units_and_wait(cell, image, tmp_path):
+    c = cell()
+    out = run_ok(c, tmp_path, image, "job.yaml", "--wait")
+    assert "pod default_report: Succeeded" in out, out
+    st = json.loads(c.ctl("status", "-o", "json").stdout)
+    assert [u["name"] for u in st["initUnitStatus"]] == ["fetch", "transform"]
+    assert c.ctl("logs", "report").stdout == "RAW DATA\ndone\n"
+
+
+def test_run_secret_pod_files_and_hosts(cell, image, tmp_path):
+    c = cell()
+    sec = os.path.join(EXAMPLES, "db-secret.yaml")
+    out = run_ok(c, tmp_path, image, "secret.yaml", "-f", sec, "--pod-ip", "10.9.8.7")
+    assert "pod default_db-client: Running" in out, out
+    r = c.ctl("exec", "--", "/bin/sh", "-c",
+              "id -G; cat /secrets/password; echo; stat -c '%a' /secrets/password; "
+              "cat /etc/resolv.conf; grep -v '^#' /etc/hosts | grep 10.; echo DB_PASSWORD=$DB_PASSWORD")
+    lines = r.stdout.split("\n")
+    assert "2000" in lines[0].split() and lines[1] == "s3cr3t" and lines[2] == "400", r.stdout
+    assert "nameserver 10.0.0.10\nsearch db.svc.cluster.local\noptions ndots:2\n" in r.stdout
+    assert "10.9.8.7\tclient.db.default.svc.cluster.local\tclient" in r.stdout
+    assert "10.1.2.3\tdb.internal\tdb" in r.stdout
+    assert "DB_PASSWORD=\n" in r.stdout  # Kip drops valueFrom
+
+
+def test_run_reports_failure_reasons_and_literals(cell, image, tmp_path, registry):
+    c = cell()
+    # A missing configMap: caught before anything is sent.
+    r = c.ctl("run", local_manifest(tmp_path, "web.yaml", image), check=1)
+    assert 'configMap "web-config" not found' in r.stderr
+    # --from-literal builds it; a missing image fails the pod with a reason.
+    bad = registry.ref("t/missing", "v1")
+    r = c.ctl("run", local_manifest(tmp_path, "web.yaml", bad), "--timeout", "5",
+              "--from-literal", "configmap/web-config/index.html=hi",
+              "--from-literal", "configmap/web-config/robots.txt=no", check=1)
+    assert "still Pending (httpd: ErrImagePull" in r.stderr and "t/missing" in r.stderr, r.stderr
+    # A manifest that is not a pod.
+    r = c.ctl("run", os.path.join(EXAMPLES, "db-secret.yaml"), check=1)
+    assert "not a v1 Pod" in r.stderr
+    r = c.ctl("run", str(tmp_path / "nonexistent.yaml"), check=1)
+    assert "nonexistent.yaml" in r.stderr
