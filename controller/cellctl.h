@@ -78,8 +78,7 @@ int ws_fd(const struct ws *w);
 /* A raw text message (the first one: the parameters JSON). */
 int ws_send_text(struct ws *w, const char *p, size_t n, struct cerr *e);
 /* A framed message: '0'+ch then base64 of the payload. */
-int ws_send_chan(struct ws *w, int ch, const void *p, size_t n,
-		 struct cerr *e);
+int ws_send_chan(struct ws *w, int ch, const void *p, size_t n, struct cerr *e);
 /* The next data message, decoded: WS_MSG with *ch and payload (reset
  * first), WS_NONE when nothing came within timeout_ms (0: do not wait),
  * WS_CLOSED when the peer closed; -1 on error. Pings are answered here. */
@@ -115,8 +114,8 @@ struct inst_table {
 };
 /* Kip's JSON format: {"<region>": [{instanceType, price, memory, cpu,
  * gpu, supportedGPUTypes, burstable, baseline}, …]}. */
-int inst_table_load(const char *path, const char *region,
-		    struct inst_table *t, struct cerr *e);
+int inst_table_load(const char *path, const char *region, struct inst_table *t,
+		    struct cerr *e);
 int inst_table_parse(const char *text, size_t len, const char *region,
 		     struct inst_table *t, struct cerr *e);
 void inst_table_free(struct inst_table *t);

@@ -18,8 +18,7 @@
 #define PING_TIMEOUT_MS 3000L
 #define REPLY_MAX (64u << 20)
 
-static int split_addr(const char *addr, char **host, int *port,
-		      struct cerr *e)
+static int split_addr(const char *addr, char **host, int *port, struct cerr *e)
 {
 	const char *colon;
 	int64_t p = CTL_PORT;
@@ -65,9 +64,9 @@ int cell_init(struct ctl_cell *c, const char *addr, const char *pki_dir,
 	c->cert = xasprintf("%s/client.crt", pki_dir);
 	c->key = xasprintf("%s/client.key", pki_dir);
 	c->base = xasprintf("https://%s:%d/", CTL_SERVER_NAME, c->port);
-	c->connect_to = xasprintf("%s:%d:%s%s%s:%d", CTL_SERVER_NAME, c->port,
-				  v6 ? "[" : "", c->host, v6 ? "]" : "",
-				  c->port);
+	c->connect_to =
+	    xasprintf("%s:%d:%s%s%s:%d", CTL_SERVER_NAME, c->port,
+		      v6 ? "[" : "", c->host, v6 ? "]" : "", c->port);
 	c->timeout_ms = CALL_TIMEOUT_MS;
 	c->curl = curl_easy_init();
 	if (!c->curl) {
@@ -135,12 +134,11 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud)
 
 int cell_request(struct ctl_cell *c, const char *method, const char *path,
 		 const char *ctype, const void *body, size_t len,
-		 long timeout_ms, struct buf *out, long *status,
-		 struct cerr *e)
+		 long timeout_ms, struct buf *out, long *status, struct cerr *e)
 {
 	cleanup_free char *url = xasprintf("%srest/v1/%s", c->base, path);
-	cleanup_free char *cth = ctype ? xasprintf("Content-Type: %s", ctype)
-				       : NULL;
+	cleanup_free char *cth =
+	    ctype ? xasprintf("Content-Type: %s", ctype) : NULL;
 	struct curl_slist *hdrs = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	CURL *h = c->curl;
@@ -166,10 +164,11 @@ int cell_request(struct ctl_cell *c, const char *method, const char *path,
 	curl_slist_free_all(hdrs);
 	drop_connect_to(h);
 	if (rc != CURLE_OK)
-		return cerr_set(e, rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT
-								  : ECONNREFUSED,
-				"%s %s (%s:%d): %s", method, path, c->host,
-				c->port, *errbuf ? errbuf : curl_easy_strerror(rc));
+		return cerr_set(
+		    e,
+		    rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
+		    "%s %s (%s:%d): %s", method, path, c->host, c->port,
+		    *errbuf ? errbuf : curl_easy_strerror(rc));
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
 	return 0;
 }
@@ -280,8 +279,7 @@ int cell_deploy(struct ctl_cell *c, const char *pod, const char *name,
 		r = cerr_set(e, ECONNREFUSED, "POST %s (%s:%d): %s", path,
 			     c->host, c->port,
 			     *errbuf ? errbuf : curl_easy_strerror(rc));
-	else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st),
-		 st != 200)
+	else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st), st != 200)
 		r = not_ok(e, "POST", path, st, &b);
 	buf_free(&b);
 	return r;

@@ -45,11 +45,11 @@ static const char pki_usage[] =
 
 int cmd_pki(int argc, char **argv, struct ctl_global *g)
 {
-	static const struct option lo[] = {GLOBAL_OPTS,
-					   {"force", no_argument, NULL, 'f'},
-					   {"boot-dir", required_argument, NULL,
-					    'b'},
-					   {NULL, 0, NULL, 0}};
+	static const struct option lo[] = {
+	    GLOBAL_OPTS,
+	    {"force", no_argument, NULL, 'f'},
+	    {"boot-dir", required_argument, NULL, 'b'},
+	    {NULL, 0, NULL, 0}};
 	const char *boot = NULL;
 	bool force = false;
 	struct cerr e = {0};
@@ -127,8 +127,8 @@ int cmd_version(int argc, char **argv, struct ctl_global *g)
 
 /* ---- status ---- */
 
-static const char *state_name(const json_t *u, const char *key,
-			      char *detail, size_t n)
+static const char *state_name(const json_t *u, const char *key, char *detail,
+			      size_t n)
 {
 	const json_t *st = json_object_get(u, key), *x;
 
@@ -162,8 +162,8 @@ static void status_rows(const json_t *list, const char *prefix, bool wide,
 
 	json_array_foreach(list, i, u)
 	{
-		const char *name = json_string_value(json_object_get(u, "name"))
-				       ?: "";
+		const char *name =
+		    json_string_value(json_object_get(u, "name")) ?: "";
 		const char *st = state_name(u, "state", detail, sizeof(detail));
 		cleanup_free char *full = xasprintf("%s%s", prefix, name);
 		printf("%-20s %-11s %-6s %-9lld %s", full, st,
@@ -173,7 +173,8 @@ static void status_rows(const json_t *list, const char *prefix, bool wide,
 		       detail);
 		if (wide) {
 			cleanup_free char *ck = xasprintf("%s.cpuUsage", name);
-			cleanup_free char *mk = xasprintf("%s.memoryUsage", name);
+			cleanup_free char *mk =
+			    xasprintf("%s.memoryUsage", name);
 			printf("  image=%s cpu=%.0fns mem=%.0f",
 			       json_string_value(json_object_get(u, "image"))
 				   ?: "",
@@ -214,8 +215,8 @@ int cmd_status(int argc, char **argv, struct ctl_global *g)
 		const json_t *ru = json_object_get(st, "resourceUsage");
 		printf("%-20s %-11s %-6s %-9s %s\n", "UNIT", "STATE", "READY",
 		       "RESTARTS", "DETAIL");
-		status_rows(json_object_get(st, "initUnitStatus"), "init:",
-			    !strcmp(o, "wide"), ru);
+		status_rows(json_object_get(st, "initUnitStatus"),
+			    "init:", !strcmp(o, "wide"), ru);
 		status_rows(json_object_get(st, "unitStatus"), "",
 			    !strcmp(o, "wide"), ru);
 		if (!strcmp(o, "wide"))
@@ -299,8 +300,8 @@ int cmd_logs(int argc, char **argv, struct ctl_global *g)
 	struct ctl_cell cell;
 	struct cerr e = {0};
 	struct buf b;
-	int r = tail_opts(argc, argv, g, usage, &follow, &lines, &bytes, &unit,
-			  &e);
+	int r =
+	    tail_opts(argc, argv, g, usage, &follow, &lines, &bytes, &unit, &e);
 
 	if (r >= 0)
 		return r;
@@ -360,8 +361,7 @@ int cmd_file(int argc, char **argv, struct ctl_global *g)
 	struct ctl_cell cell;
 	struct cerr e = {0};
 	struct buf b;
-	int r = tail_opts(argc, argv, g, usage, NULL, &lines, &bytes, NULL,
-			  &e);
+	int r = tail_opts(argc, argv, g, usage, NULL, &lines, &bytes, NULL, &e);
 
 	if (r >= 0)
 		return r;

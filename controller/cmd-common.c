@@ -13,7 +13,8 @@ int ctl_global_opt(struct ctl_global *g, int c, const char *arg)
 	switch (c) {
 	case G_CELL:
 		g->cell = arg;
-		g->cells = xrealloc(g->cells, (g->n_cells + 1) * sizeof(char *));
+		g->cells =
+		    xrealloc(g->cells, (g->n_cells + 1) * sizeof(char *));
 		g->cells[g->n_cells++] = arg;
 		return 1;
 	case G_PKI:
@@ -47,14 +48,18 @@ int ctl_open_cell(const struct ctl_global *g, const char *addr,
 		  struct ctl_cell *c, struct cerr *e)
 {
 	const char *pki = g->pki ? g->pki : getenv("CELLCTL_PKI");
-	const char *a = addr ? addr : g->cell ? g->cell : getenv("CELLCTL_CELL");
+	const char *a = addr	  ? addr
+			: g->cell ? g->cell
+				  : getenv("CELLCTL_CELL");
 
 	if (!a || !*a)
-		return cerr_set(e, EINVAL, "usage: no cell (--cell ADDR or "
-					   "CELLCTL_CELL)");
+		return cerr_set(e, EINVAL,
+				"usage: no cell (--cell ADDR or "
+				"CELLCTL_CELL)");
 	if (!pki || !*pki)
-		return cerr_set(e, EINVAL, "usage: no PKI directory (--pki DIR "
-					   "or CELLCTL_PKI)");
+		return cerr_set(e, EINVAL,
+				"usage: no PKI directory (--pki DIR "
+				"or CELLCTL_PKI)");
 	return cell_init(c, a, pki, e);
 }
 

@@ -12,14 +12,24 @@
 int cmd_select(int argc, char **argv, struct ctl_global *g)
 {
 	static const char usage[] =
-	    "usage: cellctl select [--cpu N] [--memory Q] [--gpu \"N [KIND]\"]\n"
+	    "usage: cellctl select [--cpu N] [--memory Q] [--gpu \"N "
+	    "[KIND]\"]\n"
 	    "                      [--instance-type GLOB] [--dedicated-cpu]\n"
 	    "                      [--sustained-cpu true|false]\n"
 	    "                      [--prices FILE] [--region R] [--default T]\n"
 	    "  the instance type Kip would start for this request; prints the\n"
 	    "  type and, when Kip decides it, sustainedCPU\n";
-	enum { S_CPU = 1, S_MEM, S_GPU, S_TYPE, S_DED, S_SUS, S_PRICES,
-	       S_REGION, S_DEF };
+	enum {
+		S_CPU = 1,
+		S_MEM,
+		S_GPU,
+		S_TYPE,
+		S_DED,
+		S_SUS,
+		S_PRICES,
+		S_REGION,
+		S_DEF
+	};
 	static const struct option lo[] = {
 	    GLOBAL_OPTS,
 	    {"cpu", required_argument, NULL, S_CPU},
@@ -43,21 +53,40 @@ int cmd_select(int argc, char **argv, struct ctl_global *g)
 	optind = 1;
 	while ((c = ctl_getopt(argc, argv, "ho:", lo, g)) != -1) {
 		switch (c) {
-		case G_HELP: fputs(usage, stdout); return 0;
-		case S_CPU: q.cpu = optarg; break;
-		case S_MEM: q.memory = optarg; break;
-		case S_GPU: q.gpu = optarg; break;
-		case S_TYPE: q.instance_type = optarg; break;
-		case S_DED: q.dedicated_cpu = true; break;
+		case G_HELP:
+			fputs(usage, stdout);
+			return 0;
+		case S_CPU:
+			q.cpu = optarg;
+			break;
+		case S_MEM:
+			q.memory = optarg;
+			break;
+		case S_GPU:
+			q.gpu = optarg;
+			break;
+		case S_TYPE:
+			q.instance_type = optarg;
+			break;
+		case S_DED:
+			q.dedicated_cpu = true;
+			break;
 		case S_SUS:
 			if (strcmp(optarg, "true") && strcmp(optarg, "false"))
 				return ctl_usage(usage);
 			q.sustained_cpu = !strcmp(optarg, "true");
 			break;
-		case S_PRICES: prices = optarg; break;
-		case S_REGION: region = optarg; break;
-		case S_DEF: q.default_type = optarg; break;
-		default: return ctl_usage(usage);
+		case S_PRICES:
+			prices = optarg;
+			break;
+		case S_REGION:
+			region = optarg;
+			break;
+		case S_DEF:
+			q.default_type = optarg;
+			break;
+		default:
+			return ctl_usage(usage);
 		}
 	}
 	if (optind != argc)
@@ -81,8 +110,11 @@ int cmd_select(int argc, char **argv, struct ctl_global *g)
 		return ctl_fail("select", &e);
 	}
 	if (g->output && !strcmp(g->output, "json"))
-		printf("{\"instanceType\": \"%s\", \"sustainedCPU\": %s}\n", out,
-		       sus < 0 ? "null" : sus ? "true" : "false");
+		printf("{\"instanceType\": \"%s\", \"sustainedCPU\": %s}\n",
+		       out,
+		       sus < 0 ? "null"
+		       : sus   ? "true"
+			       : "false");
 	else if (sus >= 0)
 		printf("%s sustainedCPU=%s\n", out, sus ? "true" : "false");
 	else
@@ -144,8 +176,8 @@ int cmd_watch(int argc, char **argv, struct ctl_global *g)
 		if (c == W_INT &&
 		    parse_int64(optarg, 1, 3600, &interval, &e) == 0)
 			continue;
-		if (c == W_COUNT && parse_int64(optarg, 0, INT32_MAX, &count,
-						&e) == 0)
+		if (c == W_COUNT &&
+		    parse_int64(optarg, 0, INT32_MAX, &count, &e) == 0)
 			continue;
 		return ctl_usage(usage);
 	}
@@ -167,9 +199,8 @@ int cmd_watch(int argc, char **argv, struct ctl_global *g)
 			sleep((unsigned)interval);
 		if (tty)
 			fputs("\033[H\033[J", stdout);
-		printf("%-22s %-10s %-7s %-8s %-8s %-10s %s\n", "CELL",
-		       "PHASE", "READY", "RESTARTS", "CPU", "MEM(MiB)",
-		       "REASON");
+		printf("%-22s %-10s %-7s %-8s %-8s %-10s %s\n", "CELL", "PHASE",
+		       "READY", "RESTARTS", "CPU", "MEM(MiB)", "REASON");
 		for (size_t i = 0; i < n; i++) {
 			char line[1024];
 			watch_line(&cells[i], line, sizeof(line));

@@ -48,8 +48,22 @@ static const char run_usage[] =
     "  --packages DIR            convert: also write each deploy package\n"
     "                            as DIR/<name>.tar.gz\n";
 
-enum { R_LIT = 1, R_FILE, R_WAIT, R_TIMEOUT, R_NODE, R_PODIP, R_DNS, R_DOMAIN,
-       R_RESOLV, R_PRICES, R_REGION, R_DEFTYPE, R_QUIET, R_PKGS };
+enum {
+	R_LIT = 1,
+	R_FILE,
+	R_WAIT,
+	R_TIMEOUT,
+	R_NODE,
+	R_PODIP,
+	R_DNS,
+	R_DOMAIN,
+	R_RESOLV,
+	R_PRICES,
+	R_REGION,
+	R_DEFTYPE,
+	R_QUIET,
+	R_PKGS
+};
 
 /* The shipped table: <bindir>/../share/cell/aws-us-east-1.json. */
 static char *default_prices(void)
@@ -67,8 +81,7 @@ static char *default_prices(void)
 	return xasprintf("%s/../share/cell/aws-us-east-1.json", dirname(exe));
 }
 
-static json_t *find_or_add(json_t *objects, const char *kind,
-			   const char *name)
+static json_t *find_or_add(json_t *objects, const char *kind, const char *name)
 {
 	json_t *o;
 	size_t i;
@@ -122,9 +135,9 @@ static int add_literal(json_t *objects, const char *spec, bool from_file,
 	else if (!strcasecmp(s, "secret"))
 		secret = true;
 	else
-		return cerr_set(e, EINVAL,
-				"usage: the kind is configmap or secret, not %s",
-				s);
+		return cerr_set(
+		    e, EINVAL, "usage: the kind is configmap or secret, not %s",
+		    s);
 	o = find_or_add(objects, secret ? "Secret" : "ConfigMap", n1 + 1);
 	if (!from_file) {
 		json_object_set_new(map_at(o, secret ? "stringData" : "data"),
@@ -200,25 +213,54 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 		case G_HELP:
 			fputs(run_usage, stdout);
 			return 0;
-		case 'f': r = add_objects(o->objects, optarg, e); break;
-		case R_LIT: r = add_literal(o->objects, optarg, false, e); break;
-		case R_FILE: r = add_literal(o->objects, optarg, true, e); break;
-		case R_WAIT: o->wait = true; break;
+		case 'f':
+			r = add_objects(o->objects, optarg, e);
+			break;
+		case R_LIT:
+			r = add_literal(o->objects, optarg, false, e);
+			break;
+		case R_FILE:
+			r = add_literal(o->objects, optarg, true, e);
+			break;
+		case R_WAIT:
+			o->wait = true;
+			break;
 		case R_TIMEOUT:
 			r = parse_int64(optarg, 1, 86400, &o->timeout_s, e);
 			break;
-		case R_NODE: o->conv.node_name = optarg; break;
-		case R_PODIP: o->conv.pod_ip = optarg; break;
-		case R_DNS: o->conv.cluster_dns = optarg; break;
-		case R_DOMAIN: o->conv.cluster_domain = optarg; break;
-		case R_RESOLV: resolv = optarg; break;
-		case R_PRICES: o->prices = optarg; break;
-		case R_REGION: o->region = optarg; break;
-		case R_DEFTYPE: o->conv.default_instance_type = optarg; break;
-		case R_PKGS: o->save_pkgs = optarg; break;
+		case R_NODE:
+			o->conv.node_name = optarg;
+			break;
+		case R_PODIP:
+			o->conv.pod_ip = optarg;
+			break;
+		case R_DNS:
+			o->conv.cluster_dns = optarg;
+			break;
+		case R_DOMAIN:
+			o->conv.cluster_domain = optarg;
+			break;
+		case R_RESOLV:
+			resolv = optarg;
+			break;
+		case R_PRICES:
+			o->prices = optarg;
+			break;
+		case R_REGION:
+			o->region = optarg;
+			break;
+		case R_DEFTYPE:
+			o->conv.default_instance_type = optarg;
+			break;
+		case R_PKGS:
+			o->save_pkgs = optarg;
+			break;
 		case 'q':
-		case R_QUIET: o->quiet = true; break;
-		default: return ctl_usage(run_usage);
+		case R_QUIET:
+			o->quiet = true;
+			break;
+		default:
+			return ctl_usage(run_usage);
 		}
 	}
 	if (r < 0)
@@ -316,8 +358,7 @@ int cmd_convert(int argc, char **argv, struct ctl_global *g)
 
 /* ---- run ---- */
 
-static int wait_ping(struct ctl_cell *cell, uint64_t deadline,
-		     struct cerr *e)
+static int wait_ping(struct ctl_cell *cell, uint64_t deadline, struct cerr *e)
 {
 	for (;;) {
 		if (cell_ping(cell, e) == 0)

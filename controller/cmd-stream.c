@@ -133,10 +133,10 @@ static int relay(struct ws *w, const struct stream_opts *o, bool want_code,
 
 	buf_init(&p, 0);
 	for (;;) {
-		struct pollfd pf[3] = {{.fd = ws_fd(w), .events = POLLIN},
-				       {.fd = in_open ? STDIN_FILENO : -1,
-					.events = POLLIN},
-				       {.fd = sfd, .events = POLLIN}};
+		struct pollfd pf[3] = {
+		    {.fd = ws_fd(w), .events = POLLIN},
+		    {.fd = in_open ? STDIN_FILENO : -1, .events = POLLIN},
+		    {.fd = sfd, .events = POLLIN}};
 		while ((r = ws_recv(w, 0, &ch, &p, e)) == WS_MSG) {
 			if (ch == 1 || ch == 2) {
 				fs_write_all(ch == 2 ? STDERR_FILENO
@@ -189,8 +189,8 @@ out:
 }
 
 /* The first unit's name when none was given. */
-static int default_unit(struct ctl_cell *c, struct stream_opts *o,
-			char **owned, struct cerr *e)
+static int default_unit(struct ctl_cell *c, struct stream_opts *o, char **owned,
+			struct cerr *e)
 {
 	json_t *st;
 	const char *n;
@@ -279,8 +279,8 @@ int cmd_attach(int argc, char **argv, struct ctl_global *g)
 		return r;
 	if (optind != argc)
 		return ctl_usage(attach_usage);
-	params = json_pack("{s:b,s:b}", "Interactive", o.interactive, "TTY",
-			   o.tty);
+	params =
+	    json_pack("{s:b,s:b}", "Interactive", o.interactive, "TTY", o.tty);
 	r = run_stream(g, "attach", &o, params, false);
 	json_decref(params);
 	return r;
@@ -316,7 +316,8 @@ static void fwd_relay(struct ws *w, int sock)
 		if (pf[1].revents) {
 			char tmp[16384];
 			ssize_t n = read(sock, tmp, sizeof(tmp));
-			if (n <= 0 || ws_send_chan(w, 0, tmp, (size_t)n, &e) < 0)
+			if (n <= 0 ||
+			    ws_send_chan(w, 0, tmp, (size_t)n, &e) < 0)
 				break;
 		}
 	}

@@ -45,7 +45,8 @@ static void copy_int(json_t *out, const json_t *o, const char *k)
 {
 	json_t *v = jget(o, k);
 	if (json_is_integer(v) && json_integer_value(v) != 0)
-		json_object_set_new(out, k, json_integer(json_integer_value(v)));
+		json_object_set_new(out, k,
+				    json_integer(json_integer_value(v)));
 }
 
 /* A pointer field (*int64, *int32, *bool): kept whenever present. */
@@ -129,12 +130,15 @@ static json_t *security_context(const json_t *sc)
 	copy_ptr(out, sc, "runAsUser");
 	copy_ptr(out, sc, "runAsGroup");
 	/* Kip's api.SecurityContext has these without json tags: Go writes
-	 * them under their Go names, always null (convert.go never sets them). */
-	static const char *const untagged[] = {
-	    "Privileged",	     "SELinuxOptions",
-	    "WindowsOptions",	     "RunAsNonRoot",
-	    "ReadOnlyRootFilesystem", "AllowPrivilegeEscalation",
-	    "ProcMount"};
+	 * them under their Go names, always null (convert.go never sets them).
+	 */
+	static const char *const untagged[] = {"Privileged",
+					       "SELinuxOptions",
+					       "WindowsOptions",
+					       "RunAsNonRoot",
+					       "ReadOnlyRootFilesystem",
+					       "AllowPrivilegeEscalation",
+					       "ProcMount"};
 	for (size_t i = 0; i < ARRAY_SIZE(untagged); i++)
 		json_object_set_new(out, untagged[i], json_null());
 	return out;
@@ -226,8 +230,8 @@ char *k8s_expand(const char *in, const json_t *env)
 			   (close = memchr(in + i + 2, ')', n - i - 2))) {
 			size_t nl = (size_t)(close - (in + i + 2));
 			cleanup_free char *name = xstrndup(in + i + 2, nl);
-			const char *val = json_string_value(
-			    json_object_get(env, name));
+			const char *val =
+			    json_string_value(json_object_get(env, name));
 			if (val)
 				buf_append(&b, val, strlen(val), &e);
 			else
@@ -278,8 +282,9 @@ static int container_to_unit(const json_t *c, bool expand, json_t **out,
 	set_nonempty(u, "ports", unit_ports(jget(c, "ports")));
 	copy_str(u, c, "workingDir");
 	if (jget(c, "securityContext"))
-		json_object_set_new(u, "securityContext",
-				    security_context(jget(c, "securityContext")));
+		json_object_set_new(
+		    u, "securityContext",
+		    security_context(jget(c, "securityContext")));
 	for (size_t i = 0; i < ARRAY_SIZE(probes); i++)
 		if (jget(c, probes[i]))
 			json_object_set_new(u, probes[i],
@@ -305,8 +310,7 @@ static int container_to_unit(const json_t *c, bool expand, json_t **out,
 	return 0;
 }
 
-static int units(const json_t *list, bool expand, json_t **out,
-		 struct cerr *e)
+static int units(const json_t *list, bool expand, json_t **out, struct cerr *e)
 {
 	json_t *a, *c;
 	size_t i;
@@ -407,8 +411,8 @@ static int aggregate(const json_t *containers, const json_t *selector,
 		if (one_resource(res, "memory", false, &v, e) < 0)
 			return cerr_prefix(e, "container %s", js(c, "name"));
 		mem += v;
-		if (qty(jget(jget(res, "limits"), GPU_RESOURCE), false, &v,
-			e) < 0)
+		if (qty(jget(jget(res, "limits"), GPU_RESOURCE), false, &v, e) <
+		    0)
 			return cerr_prefix(e, "container %s", js(c, "name"));
 		gpus += v;
 	}
@@ -474,9 +478,9 @@ static json_t *volume(const json_t *v, struct cerr *e)
 	int64_t size = 0;
 
 	if ((s = jget(v, "secret"))) {
-		json_object_set_new(out, "secret",
-				    object_ref_source(s, "secretName",
-						      "secretName", true));
+		json_object_set_new(
+		    out, "secret",
+		    object_ref_source(s, "secretName", "secretName", true));
 	} else if ((s = jget(v, "hostPath"))) {
 		json_t *x = json_pack("{s:s}", "path", js(s, "path"));
 		copy_ptr(x, s, "type");
@@ -503,13 +507,15 @@ static json_t *volume(const json_t *v, struct cerr *e)
 		{
 			json_t *p = json_object(), *r;
 			if ((r = jget(src, "secret")))
-				json_object_set_new(
-				    p, "secret",
-				    object_ref_source(r, "name", "name", false));
+				json_object_set_new(p, "secret",
+						    object_ref_source(r, "name",
+								      "name",
+								      false));
 			else if ((r = jget(src, "configMap")))
-				json_object_set_new(
-				    p, "configMap",
-				    object_ref_source(r, "name", "name", false));
+				json_object_set_new(p, "configMap",
+						    object_ref_source(r, "name",
+								      "name",
+								      false));
 			json_array_append_new(srcs, p);
 		}
 		json_object_set_new(x, "sources", srcs);
@@ -543,7 +549,8 @@ static int volumes(const json_t *list, json_t **out, struct cerr *e)
 		}
 		json_array_append_new(a, x);
 	}
-	json_array_append_new(a, package_volume("resolvconf", "/etc/resolv.conf"));
+	json_array_append_new(a,
+			      package_volume("resolvconf", "/etc/resolv.conf"));
 	json_array_append_new(a, package_volume("etchosts", "/etc/hosts"));
 	*out = a;
 	return 0;
@@ -569,8 +576,9 @@ static json_t *pod_security(const json_t *spec, const json_t *sc)
 	copy_ptr(out, sc, "runAsUser");
 	copy_ptr(out, sc, "runAsGroup");
 	if (json_array_size(jget(sc, "supplementalGroups")))
-		json_object_set_new(out, "supplementalGroups",
-				    json_deep_copy(jget(sc, "supplementalGroups")));
+		json_object_set_new(
+		    out, "supplementalGroups",
+		    json_deep_copy(jget(sc, "supplementalGroups")));
 	a = json_array();
 	json_array_foreach(jget(sc, "sysctls"), i, v)
 	{
@@ -618,8 +626,8 @@ static json_t *host_aliases(const json_t *list)
 static bool parse_go_bool(const char *s, bool *out)
 {
 	static const char *const t[] = {"1", "t", "T", "TRUE", "true", "True"};
-	static const char *const f[] = {"0", "f", "F", "FALSE", "false",
-					"False"};
+	static const char *const f[] = {"0",	 "f",	  "F",
+					"FALSE", "false", "False"};
 	for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
 		if (!strcmp(s, t[i]))
 			return (*out = true);
@@ -664,8 +672,8 @@ static int choose_instance(json_t *spec, json_t *rs,
 	    .cpu = json_string_value(json_object_get(rs, "cpu")),
 	    .memory = json_string_value(json_object_get(rs, "memory")),
 	    .gpu = json_string_value(json_object_get(rs, "gpu")),
-	    .instance_type = json_string_value(
-		json_object_get(spec, "instanceType")),
+	    .instance_type =
+		json_string_value(json_object_get(spec, "instanceType")),
 	    .dedicated_cpu = false,
 	    .sustained_cpu = -1,
 	    .default_type = o->default_instance_type,
@@ -677,7 +685,8 @@ static int choose_instance(json_t *spec, json_t *rs,
 		return -1;
 	json_object_set_new(spec, "instanceType", json_string(type));
 	if (sustained >= 0)
-		json_object_set_new(rs, "sustainedCPU", json_boolean(sustained));
+		json_object_set_new(rs, "sustainedCPU",
+				    json_boolean(sustained));
 	return 0;
 }
 
@@ -725,10 +734,12 @@ static int build_spec(const json_t *ps, const json_t *ann,
 		}
 	}
 	json_object_set_new(spec, "imagePullSecrets", ips);
-	json_object_set_new(spec, "spot", json_pack("{s:s}", "policy", "Never"));
+	json_object_set_new(spec, "spot",
+			    json_pack("{s:s}", "policy", "Never"));
 	if (jget(ps, "securityContext"))
-		json_object_set_new(spec, "securityContext",
-				    pod_security(ps, jget(ps, "securityContext")));
+		json_object_set_new(
+		    spec, "securityContext",
+		    pod_security(ps, jget(ps, "securityContext")));
 	copy_str(spec, ps, "dnsPolicy");
 	if (jget(ps, "dnsConfig"))
 		json_object_set_new(spec, "dnsConfig",
@@ -741,7 +752,8 @@ static int build_spec(const json_t *ps, const json_t *ann,
 		goto fail;
 	copy_str(spec, ps, "hostname");
 	copy_str(spec, ps, "subdomain");
-	set_nonempty(spec, "hostAliases", host_aliases(jget(ps, "hostAliases")));
+	set_nonempty(spec, "hostAliases",
+		     host_aliases(jget(ps, "hostAliases")));
 	launch_annotations(ann, spec, rs);
 	if (choose_instance(spec, rs, o, e) < 0)
 		goto fail;
@@ -768,8 +780,8 @@ int pod_convert(json_t *pod, json_t *objects, const struct convert_opts *o,
 				js(pod, "kind"));
 	if (!*js(meta, "name"))
 		return cerr_set(e, EINVAL, "the pod has no metadata.name");
-	out->pod_name = xasprintf("%s_%s", js(meta, "namespace"),
-				  js(meta, "name"));
+	out->pod_name =
+	    xasprintf("%s_%s", js(meta, "namespace"), js(meta, "name"));
 	if (build_spec(ps, ann, o, &spec, e) < 0 ||
 	    pod_hostname(pod, o, &hostname, e) < 0)
 		goto fail;

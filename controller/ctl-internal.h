@@ -14,9 +14,9 @@
 struct ws_frame {
 	bool fin;
 	int opcode;
-	size_t hdr_len;	     /* bytes before the payload */
-	uint64_t len;	     /* payload length */
-	uint8_t mask[4];     /* valid when masked */
+	size_t hdr_len;	 /* bytes before the payload */
+	uint64_t len;	 /* payload length */
+	uint8_t mask[4]; /* valid when masked */
 	bool masked;
 };
 /* Parse one frame head in p[0..n): 1 with *f filled when the head and its
@@ -59,7 +59,9 @@ enum { G_CELL = 1000, G_PKI, G_OUTPUT, G_HELP };
 	{"cell", required_argument, NULL, G_CELL},                             \
 	    {"pki", required_argument, NULL, G_PKI},                           \
 	    {"output", required_argument, NULL, G_OUTPUT},                     \
-	    {"help", no_argument, NULL, G_HELP}
+	{                                                                      \
+		"help", no_argument, NULL, G_HELP                              \
+	}
 /* 1 when c was a global option (consumed), 0 when not, -1 on --help. */
 int ctl_global_opt(struct ctl_global *g, int c, const char *arg);
 /* getopt_long that handles the global options itself: the next verb

@@ -81,8 +81,10 @@ static int containers(json_t *list, const char *what, struct cerr *e)
 static void volume_defaults(json_t *v)
 {
 	static const char *const sources[] = {
-	    "secret", "hostPath", "configMap", "emptyDir", "projected",
-	    "persistentVolumeClaim", "downwardAPI", "nfs", "csi", "ephemeral"};
+	    "secret",	   "hostPath",	"configMap",
+	    "emptyDir",	   "projected", "persistentVolumeClaim",
+	    "downwardAPI", "nfs",	"csi",
+	    "ephemeral"};
 	json_t *s;
 	bool any = false;
 

@@ -100,8 +100,8 @@ void pod_counts(const json_t *status, int *ready, int *total, int *restarts)
 	{
 		(*total)++;
 		*ready += json_is_true(json_object_get(u, "ready"));
-		*restarts += (int)json_integer_value(
-		    json_object_get(u, "restartCount"));
+		*restarts +=
+		    (int)json_integer_value(json_object_get(u, "restartCount"));
 	}
 }
 
@@ -147,10 +147,10 @@ const char *pod_phase(const json_t *status, const char *restart_policy,
 		t = state_of(u, "terminated");
 		if (t && json_integer_value(json_object_get(t, "exitCode")) &&
 		    !strcmp(restart_policy, "Never")) {
-			snprintf(reason, n, "init unit %s: %s (exit %lld)",
-				 str(u, "name"), str(t, "reason"),
-				 json_integer_value(
-				     json_object_get(t, "exitCode")));
+			snprintf(
+			    reason, n, "init unit %s: %s (exit %lld)",
+			    str(u, "name"), str(t, "reason"),
+			    json_integer_value(json_object_get(t, "exitCode")));
 			return "Failed";
 		}
 	}
@@ -160,7 +160,8 @@ const char *pod_phase(const json_t *status, const char *restart_policy,
 		running += state_of(u, "running") != NULL;
 		if ((t = state_of(u, "terminated"))) {
 			done++;
-			if (json_integer_value(json_object_get(t, "exitCode"))) {
+			if (json_integer_value(
+				json_object_get(t, "exitCode"))) {
 				failed++;
 				snprintf(reason, n, "%s: %s (exit %lld)",
 					 str(u, "name"), str(t, "reason"),
@@ -174,8 +175,8 @@ const char *pod_phase(const json_t *status, const char *restart_policy,
 	}
 	if (!total)
 		return "Pending";
-	if (!always && failed && (done == total || !strcmp(restart_policy,
-							     "Never")))
+	if (!always && failed &&
+	    (done == total || !strcmp(restart_policy, "Never")))
 		return "Failed";
 	if (!always && done == total)
 		return "Succeeded";

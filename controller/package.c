@@ -56,8 +56,7 @@ static int on_open(struct archive *a, void *ud)
 	return ARCHIVE_OK;
 }
 
-static la_ssize_t on_write(struct archive *a, void *ud, const void *p,
-			   size_t n)
+static la_ssize_t on_write(struct archive *a, void *ud, const void *p, size_t n)
 {
 	struct cerr e = {0};
 

@@ -80,8 +80,8 @@ static int set_serial(X509 *crt, bool random, struct cerr *e)
 	return ok ? 0 : ssl_err(e, "serial");
 }
 
-static int set_name(X509_NAME *n, const char *o, const char *ou,
-		    const char *cn, struct cerr *e)
+static int set_name(X509_NAME *n, const char *o, const char *ou, const char *cn,
+		    struct cerr *e)
 {
 	const unsigned char *u;
 
@@ -111,8 +111,7 @@ static X509 *make_cert(EVP_PKEY *key, X509 *ca_crt, EVP_PKEY *ca_key,
 	bool is_ca = !ca_crt;
 	int r = -1;
 
-	if (!crt || !X509_set_version(crt, 2) ||
-	    set_serial(crt, !is_ca, e) < 0)
+	if (!crt || !X509_set_version(crt, 2) || set_serial(crt, !is_ca, e) < 0)
 		goto out;
 	X509_gmtime_adj(X509_getm_notBefore(crt), is_ca ? -600 : 0);
 	X509_gmtime_adj(X509_getm_notAfter(crt), TEN_YEARS);
@@ -123,8 +122,8 @@ static X509 *make_cert(EVP_PKEY *key, X509 *ca_crt, EVP_PKEY *ca_key,
 			     "Milpa Server CA", e) < 0 ||
 		    !X509_set_issuer_name(crt, X509_get_subject_name(crt)))
 			goto out;
-		if (add_ext(crt, crt, NID_basic_constraints,
-			    "critical,CA:TRUE", e) < 0 ||
+		if (add_ext(crt, crt, NID_basic_constraints, "critical,CA:TRUE",
+			    e) < 0 ||
 		    add_ext(crt, crt, NID_key_usage,
 			    "critical,digitalSignature,keyEncipherment,"
 			    "dataEncipherment,keyAgreement,keyCertSign",
@@ -142,8 +141,8 @@ static X509 *make_cert(EVP_PKEY *key, X509 *ca_crt, EVP_PKEY *ca_key,
 		    add_ext(crt, ca_crt, NID_ext_key_usage, eku, e) < 0 ||
 		    add_ext(crt, ca_crt, NID_subject_alt_name,
 			    "DNS:" CTL_SERVER_NAME, e) < 0 ||
-		    add_ext(crt, ca_crt, NID_authority_key_identifier,
-			    "keyid", e) < 0)
+		    add_ext(crt, ca_crt, NID_authority_key_identifier, "keyid",
+			    e) < 0)
 			goto out;
 	}
 	if (!X509_sign(crt, is_ca ? key : ca_key, EVP_sha256())) {
@@ -183,8 +182,7 @@ static int write_pem(const char *dir, const char *name, X509 *crt,
 	return r < 0 ? cerr_prefix(e, "write %s", path) : 0;
 }
 
-static int load_ca(const char *dir, X509 **crt, EVP_PKEY **key,
-		   struct cerr *e)
+static int load_ca(const char *dir, X509 **crt, EVP_PKEY **key, struct cerr *e)
 {
 	cleanup_free char *cp = xasprintf("%s/ca.crt", dir);
 	cleanup_free char *kp = xasprintf("%s/ca.key", dir);
@@ -210,8 +208,8 @@ static int load_ca(const char *dir, X509 **crt, EVP_PKEY **key,
 }
 
 /* A leaf for the CA in dir, written as <name>.crt and <name>.key. */
-static int issue(const char *dir, X509 *ca, EVP_PKEY *ca_key,
-		 const char *name, const char *eku, struct cerr *e)
+static int issue(const char *dir, X509 *ca, EVP_PKEY *ca_key, const char *name,
+		 const char *eku, struct cerr *e)
 {
 	EVP_PKEY *k = new_key(e);
 	X509 *crt = NULL;

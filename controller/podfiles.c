@@ -170,7 +170,8 @@ static void all_keys(const json_t *obj, bool secret, json_t *items)
 	for (int i = 0; i < 2; i++)
 		json_object_foreach(jget(obj, maps[i]), k, v)
 		{
-			json_array_append_new(items, json_pack("{s:s}", "key", k));
+			json_array_append_new(items,
+					      json_pack("{s:s}", "key", k));
 		}
 }
 
@@ -183,10 +184,12 @@ static int source_files(struct pkg *p, const json_t *objects, bool secret,
 	const char *kind = secret ? "Secret" : "ConfigMap";
 	const json_t *obj = find_object(objects, kind, name);
 	bool opt = json_is_true(optional);
-	int mode = default_mode ? (int)json_integer_value(default_mode)
-				: DEFAULT_MODE;
-	json_t *items = json_array_size(items_in) ? json_incref((json_t *)items_in)
-						  : json_array(), *it;
+	int mode =
+	    default_mode ? (int)json_integer_value(default_mode) : DEFAULT_MODE;
+	json_t *items = json_array_size(items_in)
+			    ? json_incref((json_t *)items_in)
+			    : json_array(),
+	       *it;
 	struct buf data;
 	size_t i;
 	int r = 0;
@@ -217,11 +220,10 @@ static int source_files(struct pkg *p, const json_t *objects, bool secret,
 				     kind, name, key);
 			break;
 		}
-		add_file(p, *path ? path : key, data.data ? data.data : "",
-			 data.len,
-			 jget(it, "mode") ? (int)json_integer_value(
-						jget(it, "mode"))
-					  : mode);
+		add_file(
+		    p, *path ? path : key, data.data ? data.data : "", data.len,
+		    jget(it, "mode") ? (int)json_integer_value(jget(it, "mode"))
+				     : mode);
 	}
 	buf_free(&data);
 	json_decref(items);
@@ -327,8 +329,8 @@ static void parse_resolv(const char *text, struct dns *d)
 static char *resolv_conf(const json_t *pod, const struct convert_opts *o)
 {
 	const json_t *ps = jget(pod, "spec"), *dc = jget(ps, "dnsConfig"), *v;
-	const char *policy = js(ps, "dnsPolicy"), *ns = js(jget(pod, "metadata"),
-							     "namespace");
+	const char *policy = js(ps, "dnsPolicy"),
+		   *ns = js(jget(pod, "metadata"), "namespace");
 	bool hostnet = json_is_true(jget(ps, "hostNetwork"));
 	struct dns d = {json_array(), json_array(), json_array()};
 	struct buf b;
@@ -344,10 +346,11 @@ static char *resolv_conf(const json_t *pod, const struct convert_opts *o)
 		struct dns hd = {json_array(), host, json_array()};
 		parse_resolv(o->host_resolv, &hd);
 		add_unique(d.servers, o->cluster_dns);
-		json_array_append_new(d.searches, json_sprintf("%s.svc.%s", ns,
-							      o->cluster_domain));
-		json_array_append_new(d.searches,
-				      json_sprintf("svc.%s", o->cluster_domain));
+		json_array_append_new(
+		    d.searches,
+		    json_sprintf("%s.svc.%s", ns, o->cluster_domain));
+		json_array_append_new(
+		    d.searches, json_sprintf("svc.%s", o->cluster_domain));
 		add_unique(d.searches, o->cluster_domain);
 		json_array_foreach(host, i, v)
 		{
@@ -371,9 +374,9 @@ static char *resolv_conf(const json_t *pod, const struct convert_opts *o)
 	json_array_foreach(jget(dc, "options"), i, v)
 	{
 		cleanup_free char *opt =
-		    jget(v, "value") ? xasprintf("%s:%s", js(v, "name"),
-						 js(v, "value"))
-				     : xstrdup(js(v, "name"));
+		    jget(v, "value")
+			? xasprintf("%s:%s", js(v, "name"), js(v, "value"))
+			: xstrdup(js(v, "name"));
 		add_option(d.options, opt);
 	}
 	/* createResolvconf */

@@ -67,8 +67,8 @@ bad:
 }
 
 /* ceil(mant * 10^(dec+extra) * 2^bin) into an int64. */
-static int scale(const struct qty *q, int extra, int64_t *out,
-		 struct cerr *e, const char *s)
+static int scale(const struct qty *q, int extra, int64_t *out, struct cerr *e,
+		 const char *s)
 {
 	__int128 v = q->mant, lim = (__int128)INT64_MAX;
 	int d = q->dec + extra;

@@ -70,8 +70,8 @@ int inst_table_parse(const char *text, size_t len, const char *region,
 	return 0;
 }
 
-int inst_table_load(const char *path, const char *region,
-		    struct inst_table *t, struct cerr *e)
+int inst_table_load(const char *path, const char *region, struct inst_table *t,
+		    struct cerr *e)
 {
 	struct buf b;
 	int r;

@@ -22,8 +22,14 @@
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define HEAD_MAX 8192
 
-enum { OP_CONT = 0, OP_TEXT = 1, OP_BIN = 2, OP_CLOSE = 8, OP_PING = 9,
-       OP_PONG = 10 };
+enum {
+	OP_CONT = 0,
+	OP_TEXT = 1,
+	OP_BIN = 2,
+	OP_CLOSE = 8,
+	OP_PING = 9,
+	OP_PONG = 10
+};
 
 struct ws {
 	CURL *curl;
@@ -279,10 +285,9 @@ int ws_open(struct ctl_cell *c, const char *path, struct ws **out,
 	curl_easy_setopt(w->curl, CURLOPT_TIMEOUT_MS, 10000L);
 	rc = curl_easy_perform(w->curl);
 	if (rc != CURLE_OK ||
-	    curl_easy_getinfo(w->curl, CURLINFO_ACTIVESOCKET, &s) !=
-		CURLE_OK) {
-		cerr_set(e, ECONNREFUSED, "connect %s:%d: %s", c->host,
-			 c->port, curl_easy_strerror(rc));
+	    curl_easy_getinfo(w->curl, CURLINFO_ACTIVESOCKET, &s) != CURLE_OK) {
+		cerr_set(e, ECONNREFUSED, "connect %s:%d: %s", c->host, c->port,
+			 curl_easy_strerror(rc));
 		ws_close(w);
 		return -1;
 	}
@@ -326,8 +331,7 @@ int ws_send_text(struct ws *w, const char *p, size_t n, struct cerr *e)
 	return send_frame(w, OP_TEXT, p, n, e);
 }
 
-int ws_send_chan(struct ws *w, int ch, const void *p, size_t n,
-		 struct cerr *e)
+int ws_send_chan(struct ws *w, int ch, const void *p, size_t n, struct cerr *e)
 {
 	cleanup_free char *b = b64_encode_str(p, n);
 	size_t bl = strlen(b);
@@ -404,8 +408,9 @@ int ws_recv(struct ws *w, int timeout_ms, int *ch, struct buf *payload,
 			return -1;
 		if (r > 0)
 			continue;
-		int64_t left = timeout_ms < 0 ? -1
-				: (int64_t)(deadline - now_ns()) / 1000000;
+		int64_t left = timeout_ms < 0
+				   ? -1
+				   : (int64_t)(deadline - now_ns()) / 1000000;
 		if (timeout_ms == 0 || (timeout_ms > 0 && left <= 0))
 			return WS_NONE;
 		if (wait_readable(w, left > 3600000 ? 3600000 : (int)left) < 0)

@@ -19,7 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 .pod_ip = "10.0.0.1",
 				 .cluster_domain = "cluster.local",
 				 .cluster_dns = "10.96.0.10",
-				 .host_resolv = "nameserver 1.1.1.1\nsearch a b\n",
+				 .host_resolv =
+				     "nameserver 1.1.1.1\nsearch a b\n",
 				 .default_instance_type = "t3.nano"};
 	struct converted c;
 

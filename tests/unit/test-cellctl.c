@@ -66,11 +66,18 @@ static void quantities(void)
 		const char *s;
 		int64_t v, m;
 	} cases[] = {
-	    {"1", 1, 1000},	       {"0.1", 1, 100},	  {"500m", 1, 500},
-	    {"1.5", 2, 1500},	       {"128Mi", 134217728, 134217728000},
-	    {"1Gi", 1073741824, 0},     {"2G", 2000000000, 0},
-	    {"1e3", 1000, 1000000},     {"100n", 1, 1},	  {"0", 0, 0},
-	    {"1.0001", 2, 1001},	       {"+3", 3, 3000},
+	    {"1", 1, 1000},
+	    {"0.1", 1, 100},
+	    {"500m", 1, 500},
+	    {"1.5", 2, 1500},
+	    {"128Mi", 134217728, 134217728000},
+	    {"1Gi", 1073741824, 0},
+	    {"2G", 2000000000, 0},
+	    {"1e3", 1000, 1000000},
+	    {"100n", 1, 1},
+	    {"0", 0, 0},
+	    {"1.0001", 2, 1001},
+	    {"+3", 3, 3000},
 	};
 	struct cerr e = {0};
 	int64_t v, m;
@@ -83,10 +90,11 @@ static void quantities(void)
 			       m == cases[i].m,
 			   "milli(%s) = %lld", cases[i].s, (long long)m);
 	}
-	static const char *const bad[] = {"", "x", "1x", "1.2.3", "Gi", "1e",
-					  ".", "1e99999"};
+	static const char *const bad[] = {"",	"x",  "1x", "1.2.3",
+					  "Gi", "1e", ".",  "1e99999"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ok(quantity_value(bad[i], &v, &e) < 0, "\"%s\" refused", bad[i]);
+		ok(quantity_value(bad[i], &v, &e) < 0, "\"%s\" refused",
+		   bad[i]);
 	ok(quantity_value("99999999999999Ei", &v, &e) < 0, "overflow refused");
 }
 
@@ -94,11 +102,11 @@ static void expansion(void)
 {
 	json_t *env = json_pack("{s:s,s:s}", "A", "1", "B", "two words");
 	static const char *const cases[][2] = {
-	    {"$(A)", "1"},	  {"x$(A)y$(B)", "x1ytwo words"},
-	    {"$$(A)", "$(A)"},	  {"$(C)", "$(C)"},
-	    {"$(", "$("},	  {"$", "$"},
-	    {"$x", "$x"},	  {"$((i+1))", "$((i+1))"},
-	    {"a$$b", "a$b"},	  {"", ""},
+	    {"$(A)", "1"},     {"x$(A)y$(B)", "x1ytwo words"},
+	    {"$$(A)", "$(A)"}, {"$(C)", "$(C)"},
+	    {"$(", "$("},      {"$", "$"},
+	    {"$x", "$x"},      {"$((i+1))", "$((i+1))"},
+	    {"a$$b", "a$b"},   {"", ""},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -125,8 +133,9 @@ static void formatting(void)
 
 static void yaml_scalars(void)
 {
-	const char *y = "a: 0444\nb: '0444'\nc: yes\nd: 1.5\ne: ~\nf: 08\n"
-			"g: [1, x]\nh: \"true\"\n"; /* f: go-yaml v2 reads 08 as a float */
+	const char *y =
+	    "a: 0444\nb: '0444'\nc: yes\nd: 1.5\ne: ~\nf: 08\n"
+	    "g: [1, x]\nh: \"true\"\n"; /* f: go-yaml v2 reads 08 as a float */
 	struct cerr e = {0};
 	json_t *j = kdoc_parse(y, strlen(y), &e);
 	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -157,7 +166,8 @@ static const char table[] =
     "{\"instanceType\":\"g4dn.xlarge\",\"price\":0.526,\"cpu\":4,\"memory\":16,"
     "\"burstable\":false,\"baseline\":4,\"gpu\":1,"
     "\"supportedGPUTypes\":{\"nvidia-tesla-t4\":1}},"
-    "{\"instanceType\":\"p3.8xlarge\",\"price\":12.24,\"cpu\":32,\"memory\":244,"
+    "{\"instanceType\":\"p3.8xlarge\",\"price\":12.24,\"cpu\":32,\"memory\":"
+    "244,"
     "\"burstable\":false,\"baseline\":32,\"gpu\":4,"
     "\"supportedGPUTypes\":{\"nvidia-tesla-v100\":4}}"
     "]}";
@@ -172,10 +182,15 @@ static void selection(void)
 		int sustained;
 	} cases[] = {
 	    {{.default_type = "t3.nano", .sustained_cpu = -1}, "t3.nano", -1},
-	    {{.instance_type = "m5.large", .sustained_cpu = -1}, "m5.large", -1},
+	    {{.instance_type = "m5.large", .sustained_cpu = -1},
+	     "m5.large",
+	     -1},
 	    /* memory 1.5Gi: t3.small, no surcharge under its baseline */
-	    {{.memory = "1.5Gi", .cpu = "0.2", .sustained_cpu = -1}, "t3.small", 0},
-	    /* 2 CPUs sustained: t3.small 0.0208 + 1.6*0.05 = 0.1008 > c5.large */
+	    {{.memory = "1.5Gi", .cpu = "0.2", .sustained_cpu = -1},
+	     "t3.small",
+	     0},
+	    /* 2 CPUs sustained: t3.small 0.0208 + 1.6*0.05 = 0.1008 > c5.large
+	     */
 	    {{.cpu = "2", .sustained_cpu = -1}, "c5.large", 0},
 	    /* 0.5 CPU: t3.nano + 0.4*0.05 = 0.0252 beats t3.small + 0.005 */
 	    {{.cpu = "0.5", .sustained_cpu = -1}, "t3.nano", 1},
@@ -188,15 +203,20 @@ static void selection(void)
 	    /* sustainedCPU false: burstable only up to its baseline */
 	    {{.cpu = "0.5", .sustained_cpu = 0}, "c5.large", 0},
 	    {{.cpu = "0.1", .dedicated_cpu = true, .sustained_cpu = -1},
-	     "c5.large", 0},
+	     "c5.large",
+	     0},
 	    {{.gpu = "1", .sustained_cpu = -1}, "g4dn.xlarge", 0},
 	    {{.gpu = "2", .sustained_cpu = -1}, "p3.8xlarge", 0},
 	    {{.gpu = "1 nvidia-tesla-v100", .sustained_cpu = -1},
-	     "p3.8xlarge", 0},
-	    {{.gpu = "1 NVIDIA-Tesla-T4", .sustained_cpu = -1}, "g4dn.xlarge", 0},
+	     "p3.8xlarge",
+	     0},
+	    {{.gpu = "1 NVIDIA-Tesla-T4", .sustained_cpu = -1},
+	     "g4dn.xlarge",
+	     0},
 	    {{.instance_type = "m5*", .sustained_cpu = -1}, "m5.large", 0},
 	    {{.instance_type = "*.large", .memory = "5Gi", .sustained_cpu = -1},
-	     "m5.large", 0},
+	     "m5.large",
+	     0},
 	};
 	const char *out;
 	int sus;
