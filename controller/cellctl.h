@@ -172,4 +172,25 @@ char *k8s_expand(const char *in, const json_t *env);
 
 int pkg_build(const struct pkg *p, struct buf *out, struct cerr *e);
 
+/* ---- userdata.c: boot files as user data or an SSM parameter ---- */
+
+#define USERDATA_MAX 16000
+#define SSM_CHUNK_MAX 4096
+struct boot_files {
+	const char *pki_dir;	 /* ca.crt, server.crt, server.key */
+	const char *cell_config; /* a flat YAML map file, or NULL */
+	const char *cloud_init;	 /* the user's #cloud-config, or NULL */
+	const char *agent_version, *agent_url;
+	const char *boot_dir; /* /tmp/itzo */
+};
+/* The parameters Kip's getInstanceParameters makes: file name -> text. */
+json_t *boot_params(const struct boot_files *b, struct cerr *e);
+/* #cloud-config: the user's document plus write_files under boot_dir
+ * (owner root, "0400"); EFBIG above USERDATA_MAX. */
+int userdata_build(const struct boot_files *b, struct buf *out, struct cerr *e);
+/* The SSM "config" parameter (a YAML map of the same files) as Kip puts it:
+ * {"config": text} when it fits in SSM_CHUNK_MAX bytes, else config_0,
+ * config_1, … of at most SSM_CHUNK_MAX bytes, cut at UTF-8 boundaries. */
+json_t *ssm_payload_build(const struct boot_files *b, struct cerr *e);
+
 #endif

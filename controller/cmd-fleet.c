@@ -7,6 +7,7 @@
 
 #include "cleanup.h"
 #include "ctl-internal.h"
+#include "fsutil.h"
 #include "util.h"
 
 int cmd_select(int argc, char **argv, struct ctl_global *g)
@@ -212,4 +213,121 @@ int cmd_watch(int argc, char **argv, struct ctl_global *g)
 		cell_free(&cells[i]);
 	free(cells);
 	return 0;
+}
+
+/* ---- userdata, ssm-payload ---- */
+
+static int boot_opts(int argc, char **argv, struct ctl_global *g,
+		     const char *usage, struct boot_files *b, const char **out)
+{
+	enum { B_CI = 1, B_CC, B_VER, B_URL, B_BOOT, B_OUT };
+	static const struct option lo[] = {
+	    GLOBAL_OPTS,
+	    {"cloud-init", required_argument, NULL, B_CI},
+	    {"cell-config", required_argument, NULL, B_CC},
+	    {"agent-version", required_argument, NULL, B_VER},
+	    {"agent-url", required_argument, NULL, B_URL},
+	    {"boot-dir", required_argument, NULL, B_BOOT},
+	    {"out", required_argument, NULL, B_OUT},
+	    {NULL, 0, NULL, 0}};
+	int c;
+
+	optind = 1;
+	while ((c = ctl_getopt(argc, argv, "ho:", lo, g)) != -1) {
+		switch (c) {
+		case G_HELP:
+			fputs(usage, stdout);
+			return 0;
+		case B_CI:
+			b->cloud_init = optarg;
+			break;
+		case B_CC:
+			b->cell_config = optarg;
+			break;
+		case B_VER:
+			b->agent_version = optarg;
+			break;
+		case B_URL:
+			b->agent_url = optarg;
+			break;
+		case B_BOOT:
+			b->boot_dir = optarg;
+			break;
+		case B_OUT:
+			*out = optarg;
+			break;
+		default:
+			return ctl_usage(usage);
+		}
+	}
+	b->pki_dir = g->pki ? g->pki : getenv("CELLCTL_PKI");
+	if (optind != argc || !b->pki_dir)
+		return ctl_usage(usage);
+	return -1;
+}
+
+int cmd_userdata(int argc, char **argv, struct ctl_global *g)
+{
+	static const char usage[] =
+	    "usage: cellctl userdata --pki DIR [--cloud-init FILE] "
+	    "[--cell-config FILE]\n"
+	    "                        [--agent-version V] [--agent-url U] "
+	    "[--boot-dir D] [--out FILE]\n"
+	    "  #cloud-config user data: your document (FILE) plus the boot\n"
+	    "  files (DIR's ca.crt, server.crt, server.key; version, URL,\n"
+	    "  cell_config.yaml) as write_files under D (/tmp/itzo), owner\n"
+	    "  root, 0400; at most 16000 bytes\n";
+	struct boot_files b = {0};
+	const char *out = NULL;
+	struct cerr e = {0};
+	struct buf ud;
+	int r = boot_opts(argc, argv, g, usage, &b, &out);
+
+	if (r >= 0)
+		return r;
+	r = userdata_build(&b, &ud, &e);
+	if (r == 0 && out)
+		r = fs_write_atomic(out, ud.data, ud.len, 0600, &e);
+	else if (r == 0)
+		fwrite(ud.data, 1, ud.len, stdout);
+	buf_free(&ud);
+	return r < 0 ? ctl_fail("userdata", &e) : 0;
+}
+
+int cmd_ssm_payload(int argc, char **argv, struct ctl_global *g)
+{
+	static const char usage[] =
+	    "usage: cellctl ssm-payload --pki DIR [--cell-config FILE] "
+	    "[--agent-version V]\n"
+	    "                           [--agent-url U] [--out DIR]\n"
+	    "  the SSM parameter /kip/cells/<instance-id>/config: a YAML map\n"
+	    "  of the boot files; over 4096 bytes it is cut into config_0,\n"
+	    "  config_1, … (Kip's spelling). Prints {name: value} as JSON, or\n"
+	    "  writes one file per parameter into DIR\n";
+	struct boot_files b = {0};
+	const char *out = NULL, *k;
+	struct cerr e = {0};
+	json_t *p, *v;
+	int r = boot_opts(argc, argv, g, usage, &b, &out);
+
+	if (r >= 0)
+		return r;
+	p = ssm_payload_build(&b, &e);
+	if (!p)
+		return ctl_fail("ssm-payload", &e);
+	if (!out) {
+		print_json(stdout, p);
+		json_decref(p);
+		return 0;
+	}
+	r = fs_mkdir_p(out, 0700, &e);
+	json_object_foreach(p, k, v)
+	{
+		cleanup_free char *path = xasprintf("%s/%s", out, k);
+		if (r == 0)
+			r = fs_write_atomic(path, json_string_value(v),
+					    json_string_length(v), 0600, &e);
+	}
+	json_decref(p);
+	return r < 0 ? ctl_fail("ssm-payload", &e) : 0;
 }

@@ -89,6 +89,8 @@ int cmd_convert(int argc, char **argv, struct ctl_global *g);
 int cmd_delete(int argc, char **argv, struct ctl_global *g);
 int cmd_select(int argc, char **argv, struct ctl_global *g);
 int cmd_watch(int argc, char **argv, struct ctl_global *g);
+int cmd_userdata(int argc, char **argv, struct ctl_global *g);
+int cmd_ssm_payload(int argc, char **argv, struct ctl_global *g);
 
 /* ---- output.c ---- */
 /* JSON as YAML (block style, strings double-quoted). */

@@ -26,6 +26,8 @@ static const struct {
     {"version", cmd_version, "the cell agent's version"},
     {"watch", cmd_watch, "--cell A --cell B…: one line per cell"},
     {"select", cmd_select, "--cpu N --memory Q: Kip's instance choice"},
+    {"userdata", cmd_userdata, "--pki DIR: #cloud-config with the boot files"},
+    {"ssm-payload", cmd_ssm_payload, "--pki DIR: the SSM config parameter(s)"},
 };
 
 static void usage(FILE *f)

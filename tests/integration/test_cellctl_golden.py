@@ -119,3 +119,92 @@ def test_bad_manifests_are_refused_clearly(tmp_path):
                  "  - {name: a, image: b}\n  volumes:\n  - name: v\n"
                  "    configMap: {name: nope, optional: true}\n")
     cellctl("convert", str(p))
+
+
+# ---------------------------------------------------------------------------
+# user data and the SSM payload
+
+CLOUDINIT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "build", "bin", "cell-cloudinit")
+
+
+def boot_pki(tmp_path):
+    pki = str(tmp_path / "pki")
+    cellctl("pki", "init", pki)
+    cellctl("pki", "cell", pki)
+    return pki
+
+
+def test_userdata_round_trips_through_cell_cloudinit(tmp_path):
+    from conftest import CELL_BUILD
+    import subprocess
+    pki = boot_pki(tmp_path)
+    ci = tmp_path / "user.yaml"
+    ci.write_text("#cloud-config\nwrite_files:\n- path: /etc/motd\n  content: from the user\n"
+                  "hostname: cell-1\n")
+    cc = tmp_path / "cell_config.yaml"
+    cc.write_text('itzoFlag-port: "6421"\nregion: "zürich"\n')
+    ud = tmp_path / "user-data"
+    cellctl("userdata", "--pki", pki, "--cloud-init", str(ci), "--cell-config", str(cc),
+            "--agent-version", "1.2.3", "--agent-url", "https://example.com/itzo",
+            "--out", str(ud))
+    text = ud.read_text()
+    assert text.startswith("#cloud-config\n") and len(text.encode()) <= 16000
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (root / "etc" / "group").write_text("root:x:0:\n")
+    r = subprocess.run([os.path.join(CELL_BUILD, "bin", "cell-cloudinit"), "--datasource",
+                        "file", "--file", str(ud), "--root", str(root), "--state-dir",
+                        str(tmp_path / "state")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    boot = root / "tmp" / "itzo"
+    for name in ("ca.crt", "server.crt", "server.key"):
+        assert (boot / name).read_text() == open(os.path.join(pki, name)).read()
+        assert (boot / name).stat().st_mode & 0o777 == 0o400
+    assert (boot / "itzo_version").read_text() == "v1.2.3"  # Kip adds the v
+    assert (boot / "itzo_url").read_text() == "https://example.com/itzo"
+    import yaml
+    assert yaml.safe_load((boot / "cell_config.yaml").read_text()) == {
+        "itzoFlag-port": "6421", "region": "zürich"}
+    assert (root / "etc" / "motd").read_text() == "from the user"  # the user's own files stay
+
+
+def test_userdata_limit_and_bad_input(tmp_path):
+    pki = boot_pki(tmp_path)
+    big = tmp_path / "big.yaml"
+    big.write_text("#cloud-config\nruncmd:\n" + "".join(f"- echo {'x' * 100} {i}\n"
+                                                       for i in range(150)))
+    r = cellctl("userdata", "--pki", pki, "--cloud-init", str(big), check=1)
+    assert "over the clouds' limit of 16000" in r.stderr
+    bad = tmp_path / "cc.yaml"
+    bad.write_text("itzoFlag-port: 6421\n")
+    r = cellctl("userdata", "--pki", pki, "--cell-config", str(bad), check=1)
+    assert "values must be strings" in r.stderr
+    r = cellctl("userdata", "--pki", str(tmp_path / "nopki"), check=1)
+    assert "pki cell" in r.stderr
+    cellctl("userdata", check=2)
+
+
+def test_ssm_payload_chunks(tmp_path):
+    import yaml
+    pki = boot_pki(tmp_path)
+    small = json.loads(cellctl("ssm-payload", "--pki", pki).stdout)
+    assert list(small) == ["config"]
+    files = yaml.safe_load(small["config"])
+    assert set(files) == {"ca.crt", "server.crt", "server.key"}
+    assert files["server.key"] == open(os.path.join(pki, "server.key")).read()
+    # A cell_config with multi-byte characters pushes it past 4096 bytes.
+    cc = tmp_path / "cc.yaml"
+    cc.write_text("".join(f'k{i}: "{"ü" * 40}"\n' for i in range(80)))
+    out = tmp_path / "ssm"
+    cellctl("ssm-payload", "--pki", pki, "--cell-config", str(cc), "--out", str(out))
+    names = sorted(os.listdir(out), key=lambda n: int(n.split("_")[1]))
+    assert len(names) >= 2 and names == [f"config_{i}" for i in range(len(names))]
+    chunks = [open(out / n, "rb").read() for n in names]
+    assert all(len(c) <= 4096 for c in chunks)
+    for c in chunks:
+        c.decode("utf-8")  # each chunk cut at a character boundary
+    whole = yaml.safe_load(b"".join(chunks).decode())
+    assert set(whole) == {"ca.crt", "server.crt", "server.key", "cell_config.yaml"}
+    assert yaml.safe_load(whole["cell_config.yaml"])["k3"] == "ü" * 40
