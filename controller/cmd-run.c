@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,12 +28,13 @@ struct run_opts {
 };
 
 static const char run_usage[] =
-    "usage: cellctl run POD.yaml --cell ADDR [options]\n"
+    "usage: cellctl run POD.yaml --cell ADDR [--cell ADDR…] [options]\n"
     "       cellctl convert POD.yaml [options]   (print the PodParameters)\n"
     "  -f, --filename FILE       ConfigMap or Secret manifests (YAML/JSON,\n"
     "                            a v1 List too) the pod's volumes use\n"
     "  --from-literal configmap|secret/NAME/KEY=VALUE   (repeatable)\n"
     "  --from-file configmap|secret/NAME/KEY=PATH       (repeatable)\n"
+    "  (several --cell: the pod goes to each cell at once)\n"
     "  --wait                    follow until the pod completes, not only\n"
     "                            until it runs\n"
     "  --timeout SECONDS         give up after this long (120)\n"
@@ -422,15 +424,56 @@ static int follow(struct ctl_cell *cell, const struct run_opts *o,
 	}
 }
 
+/* One cell's dispatch (a thread each when there are several). */
+struct dispatch {
+	const struct ctl_global *g;
+	const struct run_opts *o;
+	const struct converted *c;
+	const char *addr;
+	uint64_t deadline;
+	struct cerr e;
+	int r;
+};
+
+static void *dispatch_one(void *arg)
+{
+	struct dispatch *d = arg;
+	struct ctl_cell cell = {0};
+	const char *policy = json_string_value(json_object_get(
+	    json_object_get(d->c->params, "spec"), "restartPolicy"));
+	cleanup_free char *label = NULL;
+
+	d->r = ctl_open_cell(d->g, d->addr, &cell, &d->e);
+	if (d->r == 0)
+		d->r = wait_ping(&cell, d->deadline, &d->e);
+	if (d->r == 0)
+		d->r = deploy_all(&cell, d->c, &d->e);
+	if (d->r == 0)
+		d->r = cell_update_pod(&cell, d->c->params, &d->e);
+	if (d->r == 0) {
+		label = d->g->n_cells > 1
+			    ? xasprintf("%s on %s", d->c->pod_name, cell.host)
+			    : xstrdup(d->c->pod_name);
+		if (!d->o->quiet)
+			printf("pod %s: dispatched to %s\n", label, cell.host);
+		d->r = follow(&cell, d->o, label, policy ? policy : "Always",
+			      d->deadline, &d->e);
+	}
+	if (d->r < 0 && d->g->n_cells > 1)
+		cerr_prefix(&d->e, "%s", cell.host ? cell.host : d->addr);
+	cell_free(&cell);
+	return NULL;
+}
+
 int cmd_run(int argc, char **argv, struct ctl_global *g)
 {
 	struct run_opts o = {0};
 	struct converted c = {0};
-	struct ctl_cell cell = {0};
 	struct cerr e = {0};
-	uint64_t deadline;
-	int r = run_opts_parse(argc, argv, g, &o, &e);
-	const char *policy;
+	struct dispatch *ds;
+	pthread_t *th;
+	size_t n;
+	int r = run_opts_parse(argc, argv, g, &o, &e), failed = 0;
 
 	if (r == -2)
 		r = ctl_fail("run", &e);
@@ -438,29 +481,40 @@ int cmd_run(int argc, char **argv, struct ctl_global *g)
 		run_opts_free(&o);
 		return r;
 	}
-	deadline = now_ns() + (uint64_t)o.timeout_s * 1000000000ull;
-	r = convert_manifest(&o, &c, &e);
-	if (r == 0)
-		r = ctl_open_cell(g, NULL, &cell, &e);
-	if (r == 0)
-		r = wait_ping(&cell, deadline, &e);
-	if (r == 0)
-		r = deploy_all(&cell, &c, &e);
-	if (r == 0)
-		r = cell_update_pod(&cell, c.params, &e);
-	if (r == 0) {
-		policy = json_string_value(json_object_get(
-		    json_object_get(c.params, "spec"), "restartPolicy"));
-		if (!o.quiet)
-			printf("pod %s: dispatched to %s\n", c.pod_name,
-			       cell.host);
-		r = follow(&cell, &o, c.pod_name, policy ? policy : "Always",
-			   deadline, &e);
+	if (convert_manifest(&o, &c, &e) < 0) {
+		run_opts_free(&o);
+		return ctl_fail("run", &e);
 	}
-	cell_free(&cell);
+	n = g->n_cells ? g->n_cells : 1;
+	ds = xcalloc(n, sizeof(*ds));
+	th = xcalloc(n, sizeof(*th));
+	for (size_t i = 0; i < n; i++) {
+		ds[i] = (struct dispatch){
+		    .g = g,
+		    .o = &o,
+		    .c = &c,
+		    .addr = g->n_cells ? g->cells[i] : NULL,
+		    .deadline =
+			now_ns() + (uint64_t)o.timeout_s * 1000000000ull};
+		if (n == 1 ||
+		    pthread_create(&th[i], NULL, dispatch_one, &ds[i]) != 0) {
+			dispatch_one(&ds[i]);
+			th[i] = 0;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (th[i])
+			pthread_join(th[i], NULL);
+		if (ds[i].r < 0) {
+			ctl_fail("run", &ds[i].e);
+			failed++;
+		}
+	}
+	free(ds);
+	free(th);
 	converted_free(&c);
 	run_opts_free(&o);
-	return r < 0 ? ctl_fail("run", &e) : 0;
+	return failed ? EXIT_REMOTE : 0;
 }
 
 int cmd_delete(int argc, char **argv, struct ctl_global *g)
