@@ -413,3 +413,25 @@ def test_run_reports_failure_reasons_and_literals(cell, image, tmp_path, registr
     assert "not a v1 Pod" in r.stderr
     r = c.ctl("run", str(tmp_path / "nonexistent.yaml"), check=1)
     assert "nonexistent.yaml" in r.stderr
+
+
+def test_attach_and_delete(cell, image, tmp_path):
+    c = cell()
+    run_ok(c, tmp_path, image, "hello.yaml")
+    p = subprocess.Popen([CELLCTL, "attach", "--cell", c.addr, "--pki", c.pki],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 15)
+        assert ready, "attach printed nothing"
+        assert p.stdout.readline().startswith("tick "), "attach shows the unit's output"
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    c.ctl("delete", local_manifest(tmp_path, "hello.yaml", image), "--grace", "0")
+    units = os.path.join(c.dir, "state", "units")
+    wait_for(lambda: not os.listdir(units), 20)
+    st = json.loads(c.ctl("status", "-o", "json").stdout)
+    assert not st.get("unitStatus")
+    # attach to a pod with no unit: a remote failure with its reason
+    r = c.ctl("attach", check=1)
+    assert "runs no unit" in r.stderr

@@ -208,3 +208,33 @@ def test_ssm_payload_chunks(tmp_path):
     whole = yaml.safe_load(b"".join(chunks).decode())
     assert set(whole) == {"ca.crt", "server.crt", "server.key", "cell_config.yaml"}
     assert yaml.safe_load(whole["cell_config.yaml"])["k3"] == "ü" * 40
+
+
+def test_select_with_the_shipped_us_east_1_table():
+    """Known answers from controller/data/aws-us-east-1.json by Kip's rules."""
+    cases = [
+        ([], "t3.nano"),                                   # nothing asked: default
+        (["--instance-type", "c5.large"], "c5.large"),     # exact: as is
+        (["--memory", "4Gi"], "t3a.medium sustainedCPU=false"),  # cheapest fit
+        (["--cpu", "2", "--memory", "4Gi"], "c5a.large sustainedCPU=false"),
+        # burstable: t3a.small 0.0188 + 0.1 * 0.05 beats t3a.micro 0.0094 + 0.3 * 0.05
+        (["--cpu", "0.5"], "t3a.small sustainedCPU=true"),
+        (["--cpu", "0.4"], "t3a.small sustainedCPU=false"),
+        (["--cpu", "0.5", "--sustained-cpu", "false"], "t3a.large sustainedCPU=false"),
+        (["--gpu", "1"], "g4dn.xlarge sustainedCPU=false"),
+        (["--gpu", "1 nvidia-tesla-v100"], "p3.2xlarge sustainedCPU=false"),
+        (["--gpu", "4 NVIDIA-Tesla-V100"], "p3.8xlarge sustainedCPU=false"),
+        (["--instance-type", "m5*", "--cpu", "4"], "m5a.xlarge sustainedCPU=false"),
+        (["--instance-type", "t1*"], None),                # t1 is never chosen
+        (["--memory", "1Ti"], None),
+    ]
+    for args, want in cases:
+        r = cellctl("select", *args, check=None)
+        if want is None:
+            assert r.returncode == 1 and "no instance type fits" in r.stderr, (args, r.stderr)
+        else:
+            assert r.stdout.strip() == want, (args, r.stdout, r.stderr)
+    out = json.loads(cellctl("select", "--cpu", "1", "-o", "json").stdout)
+    # 1 CPU: t3a.small 0.0188 + 0.6 * 0.05 < t3a.micro 0.0094 + 0.8 * 0.05
+    assert out == {"instanceType": "t3a.small", "sustainedCPU": True}
+    cellctl("select", "--sustained-cpu", "maybe", check=2)
