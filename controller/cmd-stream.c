@@ -330,8 +330,14 @@ static void *fwd_conn(void *arg)
 	struct fwd *f = arg;
 	struct cerr e = {0};
 	struct ws *w = NULL;
-	cleanup_free char *params =
-	    xasprintf("{\"PodName\":\"%s\",\"Port\":\"%d\"}", f->pod, f->port);
+	char port[16];
+	json_t *pj;
+	cleanup_free char *params = NULL;
+
+	snprintf(port, sizeof(port), "%d", f->port);
+	pj = json_pack("{s:s,s:s}", "PodName", f->pod, "Port", port);
+	params = json_dumps(pj, JSON_COMPACT);
+	json_decref(pj);
 
 	if (ws_open(f->cell, "portforward/", &w, &e) == 0 &&
 	    ws_send_text(w, params, strlen(params), &e) == 0)

@@ -213,7 +213,7 @@ char *k8s_expand(const char *in, const json_t *env)
 {
 	struct buf b;
 	char *out;
-	size_t n = strlen(in);
+	size_t n = in ? strlen(in) : 0;
 	struct cerr e = {0};
 
 	buf_init(&b, 0);

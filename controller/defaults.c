@@ -4,6 +4,7 @@
  * Fields Kip drops (terminationMessagePath, imagePullPolicy, …) are left
  * alone. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cellctl.h"
@@ -36,6 +37,47 @@ static void def_int(json_t *o, const char *k, long long v)
 		json_object_set_new(o, k, json_integer(v));
 }
 
+/* A list of strings, or absent: what the API server's schema insists on
+ * for the lists cellctl copies. */
+static int strv_check(const json_t *o, const char *k, const char *at,
+		      struct cerr *e)
+{
+	const json_t *v = json_object_get(o, k), *x;
+	size_t i;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v))
+		return cerr_set(e, EINVAL, "%s.%s: not a list", at, k);
+	json_array_foreach(v, i, x)
+	{
+		if (!json_is_string(x))
+			return cerr_set(e, EINVAL, "%s.%s[%zu]: not a string",
+					at, k, i);
+	}
+	return 0;
+}
+
+static int container_lists(const json_t *c, const char *at, struct cerr *e)
+{
+	static const char *const probes[] = {"livenessProbe", "readinessProbe",
+					     "startupProbe"};
+	const json_t *caps = json_object_get(
+	    json_object_get(c, "securityContext"), "capabilities");
+
+	if (strv_check(c, "command", at, e) < 0 ||
+	    strv_check(c, "args", at, e) < 0 ||
+	    strv_check(caps, "add", at, e) < 0 ||
+	    strv_check(caps, "drop", at, e) < 0)
+		return -1;
+	for (size_t i = 0; i < 3; i++)
+		if (strv_check(
+			json_object_get(json_object_get(c, probes[i]), "exec"),
+			"command", at, e) < 0)
+			return -1;
+	return 0;
+}
+
 static void probe_defaults(json_t *p)
 {
 	json_t *h;
@@ -63,9 +105,13 @@ static int containers(json_t *list, const char *what, struct cerr *e)
 		return cerr_set(e, EINVAL, "spec.%s is not a list", what);
 	json_array_foreach(list, i, c)
 	{
+		char at[64];
 		if (!json_is_object(c))
 			return cerr_set(e, EINVAL, "spec.%s[%zu] is not a map",
 					what, i);
+		snprintf(at, sizeof(at), "spec.%s[%zu]", what, i);
+		if (container_lists(c, at, e) < 0)
+			return -1;
 		json_array_foreach(json_object_get(c, "ports"), j, port)
 		{
 			if (json_is_object(port))
@@ -128,6 +174,15 @@ int pod_defaults(json_t *pod, struct cerr *e)
 	    containers(json_object_get(spec, "initContainers"),
 		       "initContainers", e) < 0)
 		return -1;
+	json_t *dc = json_object_get(spec, "dnsConfig"), *ha;
+	if (strv_check(dc, "nameservers", "spec.dnsConfig", e) < 0 ||
+	    strv_check(dc, "searches", "spec.dnsConfig", e) < 0)
+		return -1;
+	json_array_foreach(json_object_get(spec, "hostAliases"), i, ha)
+	{
+		if (strv_check(ha, "hostnames", "spec.hostAliases", e) < 0)
+			return -1;
+	}
 	json_array_foreach(json_object_get(spec, "volumes"), i, v)
 	{
 		if (!json_is_object(v))
