@@ -85,11 +85,12 @@ int ws_send_chan(struct ws *w, int ch, const void *p, size_t n, struct cerr *e);
 int ws_recv(struct ws *w, int timeout_ms, int *ch, struct buf *payload,
 	    struct cerr *e);
 
-/* ---- quantity.c: Kubernetes resource quantities ---- */
-
-/* Value() and MilliValue() of resource.Quantity (rounded up). */
-int quantity_value(const char *s, int64_t *out, struct cerr *e);
-int quantity_milli(const char *s, int64_t *out, struct cerr *e);
+/* Kubernetes quantities: the agent's parser (agent/wire.c), one for the
+ * project: wire_parse_quantity (Value) and wire_parse_quantity_milli. */
+int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e);
+int wire_parse_quantity_milli(const char *s, int64_t *out, struct cerr *e);
+#define quantity_value wire_parse_quantity
+#define quantity_milli wire_parse_quantity_milli
 
 /* ---- kdoc.c: YAML or JSON documents into jansson ---- */
 
