@@ -151,8 +151,8 @@ static json_t *unit_env(const json_t *env)
 
 	json_array_foreach(env, i, v)
 	{
-		/* Kip's api.EnvVar has no valueFrom: a secretKeyRef arrives
-		 * as a name without a value (convert.go copies Name, Value). */
+		/* Kip's api.EnvVar has no valueFrom (convert.go copies Name
+		 * and Value): the virtual-kubelet resolved them (env.c). */
 		json_t *x = json_pack("{s:s}", "name", js(v, "name"));
 		copy_str(x, v, "value");
 		json_array_append_new(out, x);
@@ -782,7 +782,8 @@ int pod_convert(json_t *pod, json_t *objects, const struct convert_opts *o,
 		return cerr_set(e, EINVAL, "the pod has no metadata.name");
 	out->pod_name =
 	    xasprintf("%s_%s", js(meta, "namespace"), js(meta, "name"));
-	if (build_spec(ps, ann, o, &spec, e) < 0 ||
+	if (pod_env_resolve(pod, objects, o, e) < 0 ||
+	    build_spec(ps, ann, o, &spec, e) < 0 ||
 	    pod_hostname(pod, o, &hostname, e) < 0)
 		goto fail;
 	out->params = json_pack(

@@ -42,6 +42,9 @@ char *fmt_mem(int64_t bytes);
  * contents, resolvconf, etchosts) for a converted pod. */
 int pod_hostname(const json_t *pod, const struct convert_opts *o, char **out,
 		 struct cerr *e);
+/* env.c: the virtual-kubelet's environment resolution (in place). */
+int pod_env_resolve(json_t *pod, const json_t *objects,
+		    const struct convert_opts *o, struct cerr *e);
 int pod_packages(const json_t *pod, const json_t *objects,
 		 const struct convert_opts *o, struct converted *c,
 		 struct cerr *e);

@@ -83,18 +83,27 @@ def start_cell(d: str, registry, pki: Optional[str] = None) -> Cell:
         cellctl("pki", "init", pki)
     boot = os.path.join(d, "boot")
     cellctl("pki", "cell", pki, "--boot-dir", boot)
-    port = free_port()
     log_path = os.path.join(d, "agent.log")
     env = dict(os.environ, **FAST)
-    with open(log_path, "wb") as log:
-        p = subprocess.Popen(
-            [AGENT, "--port", str(port), "--boot-dir", boot,
-             "--state-dir", os.path.join(d, "state"),
-             "--image-cache", os.path.join(d, "cache"),
-             "--insecure-registry", registry.host, "-v"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-            start_new_session=True)
-    return Cell(p, port, d, pki, log_path)
+    for _ in range(5):  # a free port may be taken meanwhile by another test
+        port = free_port()
+        with open(log_path, "ab") as log:
+            p = subprocess.Popen(
+                [AGENT, "--port", str(port), "--boot-dir", boot,
+                 "--state-dir", os.path.join(d, "state"),
+                 "--image-cache", os.path.join(d, "cache"),
+                 "--insecure-registry", registry.host, "-v"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                start_new_session=True)
+        c = Cell(p, port, d, pki, log_path)
+        deadline = time.monotonic() + 10
+        while p.poll() is None and time.monotonic() < deadline:
+            if c.ctl("ping", check=None).returncode == 0:
+                return c
+            time.sleep(0.05)
+        if p.poll() is None:
+            pytest.fail("cell-agent did not answer ping:\n" + c.log()[-3000:])
+    pytest.fail("cell-agent could not start:\n" + c.log()[-3000:])
 
 
 @pytest.fixture
@@ -235,18 +244,25 @@ def test_server_name_must_be_milpanode(cell, registry, tmp_path):
                      (srv.key_path, "server.key")):
         with open(src, "rb") as f, open(os.path.join(boot, dst), "wb") as g:
             g.write(f.read())
-    port = free_port()
-    p = subprocess.Popen([AGENT, "--port", str(port), "--boot-dir", boot,
-                          "--state-dir", str(tmp_path / "st")],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
-    try:
-        time.sleep(0.5)
-        r = cellctl("ping", "--cell", f"127.0.0.1:{port}", "--pki", pki, check=1)
-        assert "MilpaNode" in r.stderr or "certificate" in r.stderr or "SSL" in r.stderr, r.stderr
-    finally:
-        p.terminate()
-        p.wait(timeout=15)
+    for _ in range(5):  # retry when another test takes the free port
+        port = free_port()
+        p = subprocess.Popen([AGENT, "--port", str(port), "--boot-dir", boot,
+                              "--state-dir", str(tmp_path / "st")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while p.poll() is None and time.monotonic() < deadline:
+                r = cellctl("ping", "--cell", f"127.0.0.1:{port}", "--pki", pki, check=1)
+                if "connect to" not in r.stderr:
+                    break
+                time.sleep(0.1)
+            if p.poll() is None:
+                break
+        finally:
+            p.terminate()
+            p.wait(timeout=15)
+    assert "MilpaNode" in r.stderr or "certificate" in r.stderr or "SSL" in r.stderr, r.stderr
 
 
 # ---------------------------------------------------------------------------
@@ -394,7 +410,7 @@ def test_run_secret_pod_files_and_hosts(cell, image, tmp_path):
     assert "nameserver 10.0.0.10\nsearch db.svc.cluster.local\noptions ndots:2\n" in r.stdout
     assert "10.9.8.7\tclient.db.default.svc.cluster.local\tclient" in r.stdout
     assert "10.1.2.3\tdb.internal\tdb" in r.stdout
-    assert "DB_PASSWORD=\n" in r.stdout  # Kip drops valueFrom
+    assert "DB_PASSWORD=s3cr3t\n" in r.stdout  # resolved before Kip sees it
 
 
 def test_run_reports_failure_reasons_and_literals(cell, image, tmp_path, registry):
