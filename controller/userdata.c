@@ -133,11 +133,12 @@ static int cell_config(const char *path, json_t *params, struct cerr *e)
 	json_object_foreach(doc, k, v)
 	{
 		if (!json_is_string(v)) {
+			/* k lives in doc: the message first */
+			cerr_set(e, EINVAL,
+				 "%s: %s: values must be strings (quote them)",
+				 path, k);
 			json_decref(doc);
-			return cerr_set(e, EINVAL,
-					"%s: %s: values must be strings (quote "
-					"them)",
-					path, k);
+			return -1;
 		}
 	}
 	cleanup_free char *text = yaml_map(doc);
