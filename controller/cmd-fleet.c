@@ -280,7 +280,7 @@ int cmd_userdata(int argc, char **argv, struct ctl_global *g)
 	struct boot_files b = {0};
 	const char *out = NULL;
 	struct cerr e = {0};
-	struct buf ud;
+	struct buf ud = {0};
 	int r = boot_opts(argc, argv, g, usage, &b, &out);
 
 	if (r >= 0)

@@ -187,6 +187,7 @@ int userdata_build(const struct boot_files *b, struct buf *out, struct cerr *e)
 	size_t len = 0;
 	FILE *f;
 
+	buf_init(out, 0); /* freeable on every path */
 	if (!params)
 		return -1;
 	doc = b->cloud_init ? kdoc_load(b->cloud_init, e) : json_object();
@@ -218,7 +219,6 @@ int userdata_build(const struct boot_files *b, struct buf *out, struct cerr *e)
 	print_yaml(f, doc);
 	fclose(f);
 	json_decref(doc);
-	buf_init(out, 0);
 	buf_append(out, text, len, e);
 	free(text);
 	if (len > USERDATA_MAX)
