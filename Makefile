@@ -23,7 +23,7 @@ CFLAGS ?= -O2 -g
 SAN ?=
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	-Iagent -Inetsetup -Iboot $(PKG_CFLAGS) \
+	-Iagent -Inetsetup -Iboot -Icontroller $(PKG_CFLAGS) \
 	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
@@ -35,6 +35,7 @@ PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
 CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
+CTL_SRC := $(filter-out controller/main.c,$(wildcard controller/*.c))
 AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c \
 	agent/pullmod-entry.c,$(wildcard agent/*.c))
 # The agent's pull module: imagepull/, the package extractor and their own
@@ -49,7 +50,8 @@ CINIT_LIB := $(OUT)/lib/libcloudinit.a
 BOOT_LIB := $(OUT)/lib/libboot.a
 AGENT_LIB := $(OUT)/lib/libagent.a
 NET_LIB := $(OUT)/lib/libnetsetup.a
-LIBS := $(AGENT_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) $(CINIT_LIB) \
+CTL_LIB := $(OUT)/lib/libcellctl.a
+LIBS := $(CTL_LIB) $(AGENT_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) $(CINIT_LIB) \
 	$(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
@@ -59,6 +61,10 @@ BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
 BINS += $(if $(wildcard boot/main.c),$(OUT)/bin/cell-boot)
 BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
 BINS += $(if $(wildcard agent/pullmod-entry.c),$(PULLMOD))
+BINS += $(if $(wildcard controller/main.c),$(OUT)/bin/cellctl)
+# cellctl's instance data (Kip's JSON format), beside the binary's prefix.
+CTL_DATA := $(OUT)/share/cell/aws-us-east-1.json
+BINS += $(if $(wildcard controller/main.c),$(CTL_DATA))
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
@@ -118,6 +124,19 @@ $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(CTL_LIB): $(call obj,$(CTL_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(CTL_DATA): controller/data/aws-us-east-1.json
+	@mkdir -p $(dir $@)
+	$(Q)cp $< $@
+
+$(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 $(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -161,10 +180,10 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
-		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC)
+		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC) $(CTL_SRC)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot $(PKG_CFLAGS) \
+		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot -Icontroller $(PKG_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)

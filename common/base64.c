@@ -1,6 +1,9 @@
 #include "base64.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
+
+#include "util.h"
 
 static int b64_value(unsigned char c, unsigned flags)
 {
@@ -77,4 +80,12 @@ int b64_decode(const char *in, size_t n, unsigned flags, struct buf *out,
 		return -1;
 	/* Leave out a valid (possibly empty) NUL-terminated string. */
 	return buf_append(out, "", 0, e);
+}
+
+char *b64_encode_str(const void *p, size_t n)
+{
+	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
+
+	EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+	return out;
 }

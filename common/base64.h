@@ -23,4 +23,7 @@ enum {
 int b64_decode(const char *in, size_t n, unsigned flags, struct buf *out,
 	       struct cerr *e);
 
+/* Standard padded base64 of p[0..n), NUL-terminated, owned. */
+char *b64_encode_str(const void *p, size_t n);
+
 #endif

@@ -1,10 +1,11 @@
 #!/bin/bash
 # The main job on built-in defaults, no internet needed: install what is
-# needed, build, start a throwaway local registry (Debian's docker-registry
-# on 127.0.0.1), push a small image made from busybox-static, pull it with
-# cell-pull into a flattened rootfs and an overlay mount, then run a local
-# cell (cell-agent with throwaway PKI) with a sample pod: status, logs,
-# exec. Run as root on Debian 12.
+# needed, build, then run a local cell: two network namespaces joined by a
+# veth (the controller side with a throwaway docker-registry holding an
+# image made from busybox-static; the cell with cell-agent at its own
+# address), certificates from `cellctl pki`, `cellctl run
+# examples/hello.yaml`, then its status, logs and an exec. Run as root on
+# Debian 12.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh
