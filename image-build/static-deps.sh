@@ -76,6 +76,8 @@ fetch() {
 }
 
 configure_static() {
+	# Some Debian source packages ship no generated configure.
+	[ -x configure ] || autoreconf -fi >/dev/null 2>&1
 	./configure --host=$HOST --prefix="$PREFIX" --libdir="$PREFIX/lib" \
 		--disable-shared --enable-static "$@" >config.out 2>&1 ||
 		{ tail -n 30 config.out >&2; die "configure failed in $PWD"; }
@@ -131,12 +133,10 @@ build_jansson() {
 }
 
 build_libyaml() {
-	[ -x configure ] || autoreconf -fi >/dev/null 2>&1
 	build_jansson
 }
 
 build_libarchive() {
-	[ -x configure ] || autoreconf -fi >/dev/null 2>&1
 	configure_static --without-xml2 --without-expat --without-openssl \
 		--without-nettle --without-lzma --without-bz2lib --without-lz4 \
 		--without-libb2 --without-iconv --without-cng --without-mbedtls \

@@ -148,3 +148,64 @@ def test_debian_image_boots_and_runs_a_pod(tmp_path, registry, guests):
     print(f"cell-debian: qemu start -> pod running {t_run:.1f}s")
     with open(os.path.join(IMAGE_OUT, "boot-timeline.txt"), "w") as f:
         f.write(f"pong {t_pong:.1f}\nrunning {t_run:.1f}\n")
+
+
+class Files(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+def serve(directory: str):
+    """A plain HTTP server on the host's loopback for the guest (10.0.2.2)."""
+    srv = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a, **kw: Files(*a, directory=directory, **kw))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def release() -> str:
+    tars = sorted(f for f in os.listdir(CELL_BUILD)
+                  if f.startswith("cell-") and f.endswith(".tar.gz"))
+    if not tars:
+        pytest.fail(f"no release tarball in {CELL_BUILD}: run make release", pytrace=False)
+    return os.path.join(CELL_BUILD, tars[-1])
+
+
+def custom_user_data(d: str, registry_host: str, url: str, sha: str) -> tuple:
+    """The custom-image path: Debian's cloud-init applies the controller's
+    write_files and the cloud-config snippet from image-build/init, which
+    installs our release and starts the agent."""
+    text, ca, cli = user_data(d, registry_host)
+    ours = text.split("write_files:\n", 1)[1]
+    with open(os.path.join(ROOT, "image-build", "init", "custom-image.cloud-config")) as f:
+        snippet = f.read().replace("@URL@", url).replace("@SHA256@", sha)
+    head, tail = snippet.split("write_files:\n", 1)
+    return head + "write_files:\n" + ours + tail, ca, cli
+
+
+def test_custom_image_with_cloud_init_time_to_pong(tmp_path, registry, guests):
+    """The same boot with Debian's cloud-init in place of cell-cloudinit; the
+    ratio of the two times to pong is printed (target <= 0.5)."""
+    tar = release()
+    with open(tar, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    srv = serve(os.path.dirname(tar))
+    try:
+        url = f"http://{GUEST_HOST}:{srv.server_address[1]}/{os.path.basename(tar)}"
+        reg = f"{GUEST_HOST}:{registry.port}"
+        text, ca, cli = custom_user_data(str(tmp_path), reg, url, sha)
+        g = Guest(str(tmp_path), image("cell-debian-custom"), seed(str(tmp_path), text))
+        guests.append(g)
+        t_pong = g.wait_pong(ca, cli)
+    finally:
+        srv.shutdown()
+    print(f"\ncell-debian-custom (cloud-init): qemu start -> pong {t_pong:.1f}s")
+    try:
+        with open(os.path.join(IMAGE_OUT, "boot-timeline.txt")) as f:
+            ours = float(f.read().split()[1])
+        print(f"time to pong, cell-cloudinit / cloud-init: {ours:.1f}s / {t_pong:.1f}s"
+              f" = {ours / t_pong:.2f}x (target <= 0.5x)")
+    except (OSError, ValueError, IndexError):
+        print("(run test_debian_image_boots_and_runs_a_pod first for the ratio)")
+    with open(os.path.join(IMAGE_OUT, "boot-timeline-custom.txt"), "w") as f:
+        f.write(f"pong {t_pong:.1f}\n")
