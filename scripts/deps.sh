@@ -22,7 +22,7 @@ PKGS=(
 	awscli # boot: proves the fake SSM endpoint against the real AWS CLI
 	xorriso # boot: ISO images with an Azure ovf-env.xml for loop mounts
 	# image-build: static musl binaries, Debian images, the qemu boot test
-	musl-tools nasm shellcheck extlinux fdisk qemu-utils
+	musl-tools nasm autoconf automake libtool shellcheck extlinux fdisk qemu-utils
 	qemu-system-x86 cloud-image-utils
 )
 missing=()
