@@ -77,8 +77,8 @@ fetch() {
 
 configure_static() {
 	# Some Debian source packages ship no generated configure.
-	[ -x configure ] || autoreconf -fi >/dev/null 2>&1
-	./configure --host=$HOST --prefix="$PREFIX" --libdir="$PREFIX/lib" \
+	[ -f configure ] || autoreconf -fi >/dev/null 2>&1
+	sh ./configure --host=$HOST --prefix="$PREFIX" --libdir="$PREFIX/lib" \
 		--disable-shared --enable-static "$@" >config.out 2>&1 ||
 		{ tail -n 30 config.out >&2; die "configure failed in $PWD"; }
 }
@@ -141,7 +141,7 @@ build_libarchive() {
 		--without-nettle --without-lzma --without-bz2lib --without-lz4 \
 		--without-libb2 --without-iconv --without-cng --without-mbedtls \
 		--disable-acl --disable-xattr --disable-bsdtar --disable-bsdcpio \
-		--disable-bsdcat --disable-bsdunzip --with-zlib --with-zstd
+		--disable-bsdcat --with-zlib --with-zstd
 	make -j"$JOBS" libarchive.la >/dev/null
 	make install-libLTLIBRARIES install-includeHEADERS \
 		install-pkgconfigDATA >/dev/null
