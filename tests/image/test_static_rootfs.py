@@ -24,9 +24,9 @@ from test_agent_api import Agent, free_port, make_boot, wait_ping
 from wire import pod_params, unit
 
 # The binaries an Alpine cell carries; cell-boot and cell-net when built.
-REQUIRED = ["cell-agent", "cell-monitor", "cell-pull", "cell-unpack", "cell-cloudinit",
-            "cell-net"]
-OPTIONAL = ["cell-boot"]
+REQUIRED = ["cell-agent", "cell-monitor", "cell-pull", "cell-cloudinit", "cell-net",
+            "cell-boot"]
+OPTIONAL = ["cell-unpack"]
 PT_INTERP = 3
 FAST = {"CELL_AGENT_BACKOFF_UNIT_MS": "50", "CELL_CGROUP_NEST": "1"}
 
