@@ -137,6 +137,9 @@ build_libyaml() {
 }
 
 build_libarchive() {
+	# Debian's patches touch configure.ac: regenerate everything with the
+	# installed autotools now, or make does half of it (a libtool mismatch).
+	autoreconf -fi >/dev/null 2>&1
 	configure_static --without-xml2 --without-expat --without-openssl \
 		--without-nettle --without-lzma --without-bz2lib --without-lz4 \
 		--without-libb2 --without-iconv --without-cng --without-mbedtls \
