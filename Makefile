@@ -11,9 +11,18 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 OUT ?= build
 CC ?= cc
 PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1 zlib
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lcivetweb \
-	-lcap -lpthread $(shell pkg-config --libs libmnl libip4tc 2>/dev/null)
+PKG_CONFIG := pkg-config
+# STATIC=1 (set by `make static`): musl, every library linked statically
+# from STATIC_PREFIX (image-build/static-deps.sh), libcurl linked into
+# cell-cloudinit rather than loaded (-DCELL_STATIC).
+STATIC ?=
+STATIC_PREFIX ?= /var/cache/cell-image/musl
+ifeq ($(STATIC),1)
+PKG_CONFIG := PKG_CONFIG_LIBDIR=$(STATIC_PREFIX)/lib/pkgconfig pkg-config --static
+endif
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lisal -lcivetweb \
+	-lcap -lpthread $(shell $(PKG_CONFIG) --libs libmnl libip4tc 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation \
@@ -28,6 +37,12 @@ ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
 ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
+ifeq ($(STATIC),1)
+# -isystem: the prefix links Debian's kernel headers, whose few macros that
+# musl's headers also define (NGROUPS_MAX) must not warn.
+ALL_CFLAGS += -DCELL_STATIC -isystem $(STATIC_PREFIX)/include
+ALL_LDFLAGS += -static -L$(STATIC_PREFIX)/lib
+endif
 
 # Each component is a library plus a thin main.c.
 COMMON_SRC := $(wildcard common/*.c)
@@ -74,7 +89,8 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 pic = $(patsubst %.c,$(OUT)/pic/%.o,$(1))
 
-.PHONY: all check asan lint fuzz clean tests deps install release
+.PHONY: all check asan lint fuzz clean tests deps install release static \
+	image image-test
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -235,10 +251,37 @@ release: all
 		-czf $(OUT)/$(RELEASE) .
 	cd $(OUT) && sha256sum $(RELEASE) > $(RELEASE).sha256
 
+# Static musl binaries for the Alpine cell (docs/image-build.md): the
+# libraries come from Debian's source packages, built once into
+# STATIC_PREFIX (outside git) by image-build/static-deps.sh.
+static:
+	image-build/static-deps.sh $(STATIC_PREFIX)
+	$(MAKE) OUT=build-static CC=musl-gcc STATIC=1 \
+		STATIC_PREFIX=$(STATIC_PREFIX) all
+
+# Bootable Debian images (docs/image-build.md), kept outside git in
+# IMAGE_OUT and rebuilt when a binary or a recipe changes: the cell image
+# and the "custom image" comparison (stock Debian with cloud-init).
+IMAGE_OUT ?= /var/cache/cell-image/out
+IMAGE_DEPS := $(BINS) $(wildcard image-build/*.sh image-build/files/* \
+	image-build/init/*/* image-build/init/*)
+$(IMAGE_OUT)/cell-debian.qcow2: $(IMAGE_DEPS)
+	image-build/debian.sh $(IMAGE_OUT)
+$(IMAGE_OUT)/cell-debian-custom.qcow2: $(IMAGE_DEPS)
+	image-build/debian.sh --custom $(IMAGE_OUT)
+image: $(IMAGE_OUT)/cell-debian.qcow2 $(IMAGE_OUT)/cell-debian-custom.qcow2
+
+# Not in `make check` (minutes of emulation): the static binaries in a root
+# without libc, then the Debian images booted under qemu (TCG) and driven
+# from the host. Prints sizes and boot timings.
+image-test: static image
+	CELL_STATIC_BUILD=$(abspath build-static) CELL_IMAGE_OUT=$(IMAGE_OUT) \
+		/usr/bin/python3 -m pytest tests/image -q -rfEs -s $(PYTEST_ARGS)
+
 lint:
 	scripts/lint.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-static
 
 -include $(shell find $(OUT)/obj $(OUT)/pic -name '*.d' 2>/dev/null)

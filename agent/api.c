@@ -8,6 +8,7 @@
  * log file or the forwarded port to the socket, sends pings and drops a
  * silent peer; the worker stays in civetweb's read loop and hands the
  * client's frames over. */
+
 #include "api.h"
 
 #include <arpa/inet.h>
@@ -49,6 +50,11 @@
 #include "pullmod.h"
 #include "path.h"
 #include "util.h"
+
+/* musl has no close_range() wrapper; the raw system call works on both. */
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 
 #define API_PREFIX "/rest/v1/"
 #define DEFAULT_THREADS 32
@@ -456,7 +462,7 @@ static __attribute__((noreturn)) void spawn_child(char *const argv[],
 		goto fail;
 	/* Whatever else is open (a descriptor someone forgot to mark
 	 * close-on-exec) stays with us. */
-	close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
+	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
 	execve(argv[0], argv, envp ? envp : environ);
 fail:
 	err = errno;

@@ -40,20 +40,38 @@ static struct {
 } cu;
 #undef API
 
-static bool load_curl(void)
+#ifdef CELL_STATIC
+/* A static build (make static) links libcurl: the table points at it. */
+static void *open_curl(void)
+{
+	return &cu;
+}
+#define SYMBOL(h, name) ((void *)&curl_##name)
+#else
+static void *open_curl(void)
 {
 	static const char *const names[] = {"libcurl.so.4",
 					    "libcurl-gnutls.so.4"};
 	const char *env = getenv("CELL_CLOUDINIT_LIBCURL");
 	void *h = NULL;
 
-	if (cu.tried)
-		return cu.ok;
-	cu.tried = true;
 	if (env && *env)
 		h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
 	for (size_t i = 0; !h && !env && i < ARRAY_SIZE(names); i++)
 		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	return h;
+}
+#define SYMBOL(h, name) dlsym(h, "curl_" #name)
+#endif
+
+static bool load_curl(void)
+{
+	void *h;
+
+	if (cu.tried)
+		return cu.ok;
+	cu.tried = true;
+	h = open_curl();
 	if (!h) {
 		const char *d = dlerror();
 		snprintf(cu.why, sizeof(cu.why), "%s", d ? d : "not found");
@@ -61,7 +79,7 @@ static bool load_curl(void)
 	}
 #define SYM(name)                                                              \
 	do {                                                                   \
-		*(void **)&cu.name = dlsym(h, "curl_" #name);                  \
+		*(void **)&cu.name = SYMBOL(h, name);                          \
 		if (!cu.name) {                                                \
 			snprintf(cu.why, sizeof(cu.why),                       \
 				 "libcurl lacks curl_" #name);                 \

@@ -21,6 +21,9 @@ PKGS=(
 	mmdebstrap # cloudinit: the Debian root canonical cloud-init is compared in
 	awscli # boot: proves the fake SSM endpoint against the real AWS CLI
 	xorriso # boot: ISO images with an Azure ovf-env.xml for loop mounts
+	# image-build: static musl binaries, Debian images, the qemu boot test
+	musl-tools nasm autoconf automake libtool shellcheck extlinux fdisk qemu-utils
+	qemu-system-x86 cloud-image-utils
 )
 missing=()
 for p in "${PKGS[@]}"; do

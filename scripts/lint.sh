@@ -14,5 +14,9 @@ if grep -nE "$banned" $files | grep -v 'lint: allow'; then
 	echo "lint: banned functions above (use snprintf, memcpy with a bound, strtok_r, parse_int64, fork/exec)"
 	rc=1
 fi
+if ! shellcheck -x image-build/*.sh; then
+	echo "lint: shellcheck findings in image-build/"
+	rc=1
+fi
 [ $rc -eq 0 ] && echo "lint: ok"
 exit $rc

@@ -1,0 +1,132 @@
+# shellcheck shell=bash
+# Steps every image recipe shares (debian.sh, alpine.sh): sourced, not run.
+# Each function takes the root filesystem being built as $1.
+
+IMG_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+IMG_REPO=$(cd "$IMG_DIR/.." && pwd)
+IMG_FILES=$IMG_DIR/files
+# The kernel command line of every cell: the serial console last, so that
+# /dev/console (systemd's and OpenRC's status, the agent's log) is ttyS0,
+# where the clouds' console-log APIs read.
+IMG_CMDLINE="console=tty0 console=ttyS0,115200n8 net.ifnames=0 quiet"
+
+img_die() {
+	echo "image-build: $*" >&2
+	exit 1
+}
+
+img_log() {
+	echo "image-build: $*" >&2
+}
+
+# img_install_cell ROOT [make args...]: our binaries, the pull module, the
+# docs and the init files, as `make install` lays them out under
+# /usr/local (the same paths the custom-image release tarball uses).
+img_install_cell() {
+	local root=$1
+	shift
+	make -C "$IMG_REPO" -s install DESTDIR="$root" PREFIX=/usr/local "$@" >&2
+}
+
+# img_install_config ROOT INIT: sysctls, modules, console logging, / made
+# rprivate; INIT is systemd or openrc.
+img_install_config() {
+	local root=$1 init=$2
+	install -D -m 0644 "$IMG_FILES/sysctl-cell.conf" \
+		"$root/etc/sysctl.d/90-cell.conf"
+	install -D -m 0644 "$IMG_FILES/modules-cell.conf" \
+		"$root/etc/modules-load.d/cell.conf"
+	case $init in
+	systemd)
+		install -D -m 0644 "$IMG_FILES/cell-rprivate.service" \
+			"$root/etc/systemd/system/cell-rprivate.service"
+		install -D -m 0644 "$IMG_FILES/journald-cell.conf" \
+			"$root/etc/systemd/journald.conf.d/cell.conf"
+		install -D -m 0644 "$IMG_FILES/networkd-primary.network" \
+			"$root/etc/systemd/network/10-primary.network"
+		;;
+	openrc)
+		install -D -m 0755 "$IMG_FILES/cell-rprivate.openrc" \
+			"$root/etc/init.d/cell-rprivate"
+		;;
+	*) img_die "unknown init $init" ;;
+	esac
+	# Unique per instance: made at first boot, never baked in.
+	rm -f "$root/etc/machine-id" "$root/var/lib/dbus/machine-id"
+	: >"$root/etc/machine-id"
+	rm -f "$root"/etc/ssh/ssh_host_*
+	echo cell >"$root/etc/hostname"
+}
+
+# img_trim ROOT: what a cell never reads (docs, man pages, locales, apt's
+# lists and caches, kernel modules for hardware no cloud VM has).
+img_trim() {
+	local root=$1 mods
+	rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* \
+		"$root"/usr/share/info/* "$root"/usr/share/lintian \
+		"$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* \
+		"$root"/var/cache/debconf/*-old "$root"/var/log/*.log
+	find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 \
+		! -name 'locale.alias' -exec rm -rf {} + 2>/dev/null || true
+	for mods in "$root"/lib/modules/*/kernel; do
+		[ -d "$mods" ] || continue
+		rm -rf "$mods"/sound "$mods"/drivers/{gpu,media,infiniband} \
+			"$mods"/drivers/{staging,bluetooth,isdn,iio,usb,hid} \
+			"$mods"/drivers/{input,video,mmc,mtd,platform,thunderbolt} \
+			"$mods"/drivers/net/{wireless,can,usb} \
+			"$mods"/net/{wireless,mac80211,bluetooth}
+	done
+}
+
+# img_disk ROOT OUT SIZE_MB: a raw disk (MBR, one bootable ext4 partition
+# from 1 MiB, extlinux in it) at OUT.raw and its qcow2 at OUT.qcow2. The
+# file system is made from ROOT with mkfs.ext4 -d (no loop device); only
+# extlinux's install mounts it, in a private mount namespace.
+img_disk() {
+	local root=$1 out=$2 size_mb=$3 uuid part
+	uuid=$(cat /proc/sys/kernel/random/uuid)
+	part=$out.part
+	rm -f "$part" "$out.raw" "$out.qcow2"
+	mkdir -p "$root/boot/extlinux"
+	img_extlinux_conf "$root" "$uuid" >"$root/boot/extlinux/extlinux.conf"
+	printf 'UUID=%s / ext4 rw,noatime,errors=remount-ro 0 1\n' "$uuid" \
+		>"$root/etc/fstab"
+	truncate -s $((size_mb - 1))M "$part"
+	# No journal resize inode, no 64bit: smaller, and extlinux reads it.
+	mkfs.ext4 -q -F -U "$uuid" -L cellroot -O ^64bit -E root_owner=0:0 \
+		-d "$root" "$part" || img_die "mkfs.ext4 failed"
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	unshare -m sh -c '
+		set -e
+		mnt=$(mktemp -d)
+		mount -o loop "$1" "$mnt"
+		extlinux --install "$mnt/boot/extlinux" >/dev/null 2>&1
+		umount "$mnt"
+		rmdir "$mnt"' sh "$part" || img_die "extlinux --install failed"
+	truncate -s "${size_mb}M" "$out.raw"
+	printf 'label: dos\nstart=2048, type=83, bootable\n' |
+		sfdisk -q "$out.raw" || img_die "sfdisk failed"
+	dd if=/usr/lib/EXTLINUX/mbr.bin of="$out.raw" conv=notrunc \
+		status=none
+	dd if="$part" of="$out.raw" bs=1M seek=1 conv=notrunc,sparse \
+		status=none
+	rm -f "$part"
+	qemu-img convert -c -O qcow2 "$out.raw" "$out.qcow2"
+}
+
+img_extlinux_conf() {
+	local root=$1 uuid=$2 kernel initrd
+	kernel=$(find "$root/boot" -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' |
+		sort -V | tail -n1)
+	initrd=$(find "$root/boot" -maxdepth 1 \( -name 'initrd.img-*' -o \
+		-name 'initramfs-*' \) -printf '%f\n' | sort -V | tail -n1)
+	cat <<EOF
+DEFAULT cell
+TIMEOUT 0
+PROMPT 0
+LABEL cell
+	LINUX /boot/$kernel
+	INITRD /boot/$initrd
+	APPEND root=UUID=$uuid rw $IMG_CMDLINE
+EOF
+}

@@ -1,0 +1,109 @@
+#!/bin/bash
+# Build a bootable Debian 12 cell image (docs/image-build.md).
+#
+#   image-build/debian.sh [--custom] OUTDIR
+#
+# Writes OUTDIR/cell-debian.raw and .qcow2 (or cell-debian-custom.* with
+# --custom), plus the kernel and initrd beside them for direct kernel boot.
+# The root file system comes from Debian's archive with mmdebstrap:
+# systemd, Debian's kernel, a small initramfs, the libraries our binaries
+# are linked against (found from the built binaries, not listed by hand),
+# CA certificates; then our binaries and units (`make install`), the shared
+# configuration (common.sh), extlinux on an MBR disk.
+#
+# --custom builds the "bring your own image" comparison instead: the same
+# system with Debian's cloud-init and curl, and none of our files; the
+# user data installs the release (image-build/init/custom-image.cloud-config).
+#
+# Needs root, mmdebstrap, extlinux, qemu-utils and a built tree (`make`).
+set -euo pipefail
+# shellcheck source=image-build/common.sh
+. "$(dirname "$0")/common.sh"
+
+custom=
+if [ "${1:-}" = --custom ]; then
+	custom=1
+	shift
+fi
+[ $# -eq 1 ] || img_die "usage: debian.sh [--custom] OUTDIR"
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+name=cell-debian${custom:+-custom}
+SUITE=${SUITE:-bookworm}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+SIZE_MB=${SIZE_MB:-1024}
+BUILD=${BUILD:-$IMG_REPO/build}
+
+[ "$(id -u)" -eq 0 ] || img_die "run as root"
+for t in mmdebstrap extlinux qemu-img mkfs.ext4 sfdisk; do
+	command -v $t >/dev/null || img_die "$t missing: run scripts/deps.sh"
+done
+[ -x "$BUILD/bin/cell-agent" ] || img_die "build first: make"
+
+# The Debian packages that hold the libraries our binaries (and the pull
+# module, and the libcurl cell-cloudinit loads) are linked against.
+runtime_packages() {
+	local f libs
+	# Both spellings: dpkg knows each file by the path its package ships
+	# (/lib or /usr/lib, merged /usr aliases them).
+	libs=$(for f in "$BUILD"/bin/* "$BUILD"/lib/cell/*.so; do
+		ldd "$f" | awk '$3 ~ /^\// { print $3 }'
+	done | sort -u | while read -r l; do
+		echo "$l"
+		readlink -f "$l"
+	done)
+	# shellcheck disable=SC2086 # one path per word
+	{ dpkg -S $libs 2>/dev/null || true; } | cut -d: -f1 | sort -u |
+		grep -v -x -e libc6 -e libgcc-s1 | tr '\n' ,
+}
+
+pkgs=systemd,systemd-sysv,systemd-resolved,udev,kmod,e2fsprogs
+pkgs+=,linux-image-amd64,initramfs-tools,zstd,ca-certificates
+pkgs+=,libcurl4,$(runtime_packages)
+if [ -n "$custom" ]; then
+	pkgs+=,cloud-init,curl,python3-minimal
+fi
+img_log "$name: packages $pkgs"
+
+root=$(mktemp -d "$out/.root.XXXXXX")
+trap 'rm -rf "$root"' EXIT
+
+# The initramfs holds only the drivers a cloud's root disk needs, compressed
+# with zstd (the fastest to unpack under emulation too).
+# shellcheck disable=SC2016 # $1 is mmdebstrap's, expanded by its hook
+initramfs_conf='mkdir -p "$1/etc/initramfs-tools/conf.d" &&
+	printf "MODULES=list\nCOMPRESS=zstd\n" \
+		>"$1/etc/initramfs-tools/conf.d/cell.conf" &&
+	printf "%s\n" virtio_pci virtio_blk virtio_scsi sd_mod nvme \
+		xen_blkfront ext4 >"$1/etc/initramfs-tools/modules"'
+
+mmdebstrap --variant=minbase --include="$pkgs" \
+	--dpkgopt='path-exclude=/usr/share/doc/*' \
+	--dpkgopt='path-exclude=/usr/share/man/*' \
+	--dpkgopt='path-exclude=/usr/share/locale/*' \
+	--setup-hook="$initramfs_conf" \
+	"$SUITE" "$root" "$MIRROR" "deb ${MIRROR%/debian}/debian-security $SUITE-security main" >&2
+
+img_install_config "$root" systemd
+# DNS from the DHCP lease; pods copy the upstream list (never resolved's
+# 127.0.0.53 stub, which is unreachable from a pod's network namespace).
+ln -sf /run/systemd/resolve/resolv.conf "$root/etc/resolv.conf"
+units="systemd-networkd.service systemd-resolved.service cell-rprivate.service"
+if [ -n "$custom" ]; then
+	install -D -m 0644 "$IMG_FILES/cloud-cfg-cell.cfg" \
+		"$root/etc/cloud/cloud.cfg.d/90-cell.cfg"
+else
+	img_install_cell "$root"
+	units+=" cell-cloudinit.service cell-agent.service"
+fi
+# shellcheck disable=SC2086 # a list of unit names
+systemctl --root="$root" enable $units >/dev/null 2>&1
+# Nobody logs in on a cell: no gettys (the console is for logs).
+systemctl --root="$root" mask getty@tty1.service serial-getty@ttyS0.service \
+	>/dev/null 2>&1
+img_trim "$root"
+
+cp "$root"/boot/vmlinuz-* "$out/$name.vmlinuz"
+cp "$root"/boot/initrd.img-* "$out/$name.initrd"
+img_disk "$root" "$out/$name" "$SIZE_MB"
+img_log "$name: $(du -sh --apparent-size "$root" | cut -f1) root file system"
+ls -l "$out/$name".* >&2

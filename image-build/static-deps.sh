@@ -1,0 +1,209 @@
+#!/bin/bash
+# Build the libraries our binaries link, as static musl libraries, from
+# Debian's source packages (pinned versions, fetched with `apt-get source`,
+# checked against the archive's signatures), with Debian's musl-gcc.
+#
+#   image-build/static-deps.sh [PREFIX]
+#
+# PREFIX (default $CELL_STATIC_PREFIX or /var/cache/cell-image/musl) gets
+# include/, lib/*.a and lib/pkgconfig/; sources are unpacked in PREFIX.src/.
+# Nothing goes into git. Each library is built once: a stamp file holding
+# its pinned version skips it on the next run. `make static` links against
+# the result (see docs/image-build.md). Features are cut to what we use:
+# curl speaks only HTTP and HTTPS over OpenSSL, libarchive reads tar with
+# gzip/zstd, OpenSSL has no engines, modules or legacy ciphers.
+set -euo pipefail
+
+PREFIX=${1:-${CELL_STATIC_PREFIX:-/var/cache/cell-image/musl}}
+SRC=$PREFIX.src
+JOBS=${JOBS:-2}
+CC=musl-gcc
+HOST=x86_64-linux-musl
+
+# source package, version (as `apt-cache showsrc` prints it)
+PINS=(
+	"zlib 1:1.2.13.dfsg-1"
+	"libzstd 1.5.4+dfsg2-5"
+	"openssl 3.0.20-1~deb12u2"
+	"curl 7.88.1-10+deb12u15"
+	"jansson 2.14-2"
+	"libyaml 0.2.5-1"
+	"libarchive 3.6.2-1+deb12u5"
+	"libisal 2.30.0-5"
+	"libcap2 1:2.66-4+deb12u3"
+	"libmnl 1.0.4-3"
+	"iptables 1.8.9-2"
+)
+
+die() {
+	echo "static-deps: $*" >&2
+	exit 1
+}
+
+command -v $CC >/dev/null || die "musl-gcc missing: run scripts/deps.sh"
+command -v dpkg-source >/dev/null || die "dpkg-source missing (dpkg-dev)"
+mkdir -p "$PREFIX/include" "$PREFIX/lib/pkgconfig" "$SRC"
+
+# musl ships no kernel headers; borrow Debian's (they are libc-neutral).
+for d in linux asm-generic mtd; do
+	ln -sfn "/usr/include/$d" "$PREFIX/include/$d"
+done
+ln -sfn /usr/include/x86_64-linux-gnu/asm "$PREFIX/include/asm"
+
+export CC
+export CFLAGS="-O2 -fPIC -fstack-protector-strong -I$PREFIX/include"
+export CPPFLAGS="-I$PREFIX/include"
+export LDFLAGS="-L$PREFIX/lib"
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
+export PKG_CONFIG_LIBDIR="$PREFIX/lib/pkgconfig"
+
+# fetch NAME VERSION: unpack Debian's source package (patches applied) and
+# print its directory.
+fetch() {
+	local name=$1 version=$2 upstream dir
+	upstream=${version#*:}
+	upstream=${upstream%-*}
+	dir=$(find "$SRC" -maxdepth 1 -type d -name "$name-${upstream%%+*}*" |
+		head -n1)
+	if [ -z "$dir" ]; then
+		(cd "$SRC" && apt-get source -q --only-source "$name=$version" \
+			>&2) || die "apt-get source $name=$version failed (deb-src entry?)"
+		dir=$(find "$SRC" -maxdepth 1 -type d \
+			-name "$name-${upstream%%+*}*" | head -n1)
+	fi
+	[ -n "$dir" ] || die "no source directory for $name"
+	echo "$dir"
+}
+
+configure_static() {
+	# Some Debian source packages ship no generated configure.
+	[ -f configure ] || autoreconf -fi >/dev/null 2>&1
+	sh ./configure --host=$HOST --prefix="$PREFIX" --libdir="$PREFIX/lib" \
+		--disable-shared --enable-static "$@" >config.out 2>&1 ||
+		{ tail -n 30 config.out >&2; die "configure failed in $PWD"; }
+}
+
+build_zlib() {
+	CFLAGS="$CFLAGS" ./configure --static --prefix="$PREFIX" \
+		--libdir="$PREFIX/lib" >/dev/null
+	make -j"$JOBS" libz.a >/dev/null
+	make install >/dev/null
+}
+
+build_libzstd() {
+	make -C lib -j"$JOBS" libzstd.a-mt >/dev/null
+	make -C lib install-static install-includes install-pc \
+		PREFIX="$PREFIX" LIBDIR="$PREFIX/lib" >/dev/null
+}
+
+build_openssl() {
+	./Configure linux-x86_64 --prefix="$PREFIX" --libdir=lib \
+		--openssldir=/etc/ssl no-shared no-tests no-engine \
+		no-module no-legacy no-dso no-async no-comp no-afalgeng no-ktls \
+		no-idea no-seed no-camellia no-aria no-sm2 no-sm3 no-sm4 \
+		no-whirlpool no-rc2 no-rc4 no-rc5 no-bf no-cast no-mdc2 no-srp \
+		no-gost no-dtls no-ssl3 no-cmp no-ts no-capieng \
+		-I"$PREFIX/include" >/dev/null
+	make -j"$JOBS" build_libs >/dev/null
+	make install_dev >/dev/null
+}
+
+build_curl() {
+	configure_static --with-openssl="$PREFIX" --with-zlib="$PREFIX" \
+		--with-ca-bundle=/etc/ssl/certs/ca-certificates.crt \
+		--with-ca-path=/etc/ssl/certs \
+		--enable-http --disable-ftp --disable-file --disable-ldap \
+		--disable-ldaps --disable-rtsp --disable-dict --disable-telnet \
+		--disable-tftp --disable-pop3 --disable-imap --disable-smtp \
+		--disable-gopher --disable-mqtt --disable-smb --disable-manual \
+		--disable-ntlm --disable-alt-svc --disable-docs \
+		--without-libpsl --without-brotli --without-zstd \
+		--without-nghttp2 --without-libidn2 --without-librtmp \
+		--without-libssh2 --without-gssapi
+	make -C lib -j"$JOBS" >/dev/null
+	make -C lib install >/dev/null
+	make -C include install >/dev/null
+	make install-pkgconfigDATA >/dev/null
+}
+
+build_jansson() {
+	configure_static
+	make -j"$JOBS" >/dev/null
+	make install >/dev/null
+}
+
+build_libyaml() {
+	build_jansson
+}
+
+build_libarchive() {
+	# Debian's patches touch configure.ac: regenerate everything with the
+	# installed autotools now, or make does half of it (a libtool mismatch).
+	autoreconf -fi >/dev/null 2>&1
+	configure_static --without-xml2 --without-expat --without-openssl \
+		--without-nettle --without-lzma --without-bz2lib --without-lz4 \
+		--without-libb2 --without-iconv --without-cng --without-mbedtls \
+		--disable-acl --disable-xattr --disable-bsdtar --disable-bsdcpio \
+		--disable-bsdcat --with-zlib --with-zstd
+	make -j"$JOBS" libarchive.la >/dev/null
+	make install-libLTLIBRARIES install-includeHEADERS \
+		install-pkgconfigDATA >/dev/null
+}
+
+build_libisal() {
+	make -f Makefile.unx -j"$JOBS" CC="$CC" arch=linux lib >/dev/null
+	mkdir -p "$PREFIX/include/isa-l"
+	cp include/*.h "$PREFIX/include/isa-l/"
+	cp bin/isa-l.a "$PREFIX/lib/libisal.a"
+}
+
+build_libcap2() {
+	make -C libcap -j"$JOBS" CC="$CC" BUILD_CC=gcc SHARED=no GOLANG=no \
+		PAM_CAP=no USE_GPERF=no libcap.a >/dev/null
+	install -m 644 libcap/libcap.a "$PREFIX/lib/"
+	mkdir -p "$PREFIX/include/sys"
+	install -m 644 libcap/include/sys/capability.h "$PREFIX/include/sys/"
+}
+
+build_libmnl() {
+	build_jansson
+}
+
+build_iptables() {
+	# Only libiptc (and the libxtables it needs); no binaries.
+	configure_static --disable-nftables --disable-bpf-compiler \
+		--disable-nfsynproxy --disable-libipq --disable-devel \
+		--enable-libipq=no --with-xtlibdir=/usr/lib/xtables
+	make -C libiptc -j"$JOBS" >/dev/null
+	install -m 644 libiptc/.libs/libip4tc.a libiptc/.libs/libip6tc.a \
+		"$PREFIX/lib/"
+	mkdir -p "$PREFIX/include/libiptc"
+	cp include/libiptc/*.h "$PREFIX/include/libiptc/"
+	cp include/libiptc.h include/libip6tc.h "$PREFIX/include/" 2>/dev/null ||
+		true
+	for pc in libip4tc libip6tc; do
+		sed -e "s|^prefix=.*|prefix=$PREFIX|" \
+			-e "s|^libdir=.*|libdir=$PREFIX/lib|" \
+			-e "s|^includedir=.*|includedir=$PREFIX/include|" \
+			"libiptc/$pc.pc" >"$PREFIX/lib/pkgconfig/$pc.pc"
+	done
+}
+
+for pin in "${PINS[@]}"; do
+	name=${pin%% *}
+	version=${pin#* }
+	stamp=$PREFIX/.stamp-$name
+	if [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
+		continue
+	fi
+	dir=$(fetch "$name" "$version")
+	echo "static-deps: $name $version"
+	# set -e holds inside the subshell (it would not in an "||" list).
+	trap 'echo "static-deps: $name failed" >&2' ERR
+	(
+		cd "$dir"
+		"build_$name"
+	)
+	echo "$version" >"$stamp"
+done
+echo "static-deps: all ${#PINS[@]} libraries in $PREFIX"
