@@ -12,8 +12,15 @@ OUT ?= build
 CC ?= cc
 PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lcivetweb \
-	-lcap -lpthread $(shell pkg-config --libs libmnl libip4tc 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lisal -lcap -lpthread \
+	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null)
+# civetweb from Debian's source package, unpacked and patched by
+# scripts/deps.sh in .deps/ (nothing of it in git), built here against
+# OpenSSL 3 (linked, not dlopened) with our worker stack size and thread cap.
+CIVETWEB := .deps/civetweb
+CIVETWEB_DEFS := -DOPENSSL_API_3_0 -DNO_SSL_DL -DUSE_WEBSOCKET -DUSE_IPV6 \
+	-DNO_CGI -DNO_FILES -DNO_CACHING -DUSE_STACK_SIZE=262144 \
+	-DMAX_WORKER_THREADS=128
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation \
@@ -21,10 +28,11 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 	-Werror=return-type -Werror=incompatible-pointer-types
 CFLAGS ?= -O2 -g
 SAN ?=
+HARDEN := -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3 -fstack-protector-strong
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	-Iagent -Inetsetup -Iboot $(PKG_CFLAGS) \
-	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
+	-Iagent -Inetsetup -Iboot -I$(CIVETWEB)/include $(PKG_CFLAGS) \
+	-fno-strict-aliasing $(HARDEN) -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
 ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
@@ -49,8 +57,9 @@ CINIT_LIB := $(OUT)/lib/libcloudinit.a
 BOOT_LIB := $(OUT)/lib/libboot.a
 AGENT_LIB := $(OUT)/lib/libagent.a
 NET_LIB := $(OUT)/lib/libnetsetup.a
-LIBS := $(AGENT_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) $(CINIT_LIB) \
-	$(COMMON_LIB)
+CIVETWEB_LIB := $(OUT)/lib/libcivetweb.a
+LIBS := $(AGENT_LIB) $(CIVETWEB_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) \
+	$(CINIT_LIB) $(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
 BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
@@ -103,6 +112,19 @@ $(PULL_LIB): $(call obj,$(PULL_SRC))
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(CINIT_LIB): $(call obj,$(CINIT_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(CIVETWEB)/.cell-stamp:
+	@echo "civetweb's source is missing: run scripts/deps.sh" >&2; exit 1
+
+$(OUT)/civetweb/civetweb.o: $(CIVETWEB)/src/civetweb.c $(CIVETWEB)/.cell-stamp
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -std=gnu11 $(CFLAGS) $(SAN) $(HARDEN) $(CIVETWEB_DEFS) -w \
+		-I$(CIVETWEB)/include $(PKG_CFLAGS) -c -o $@ $<
+
+$(CIVETWEB_LIB): $(OUT)/civetweb/civetweb.o
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -161,11 +183,12 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
-		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC)
+		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC) | $(CIVETWEB_LIB)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot $(PKG_CFLAGS) \
-		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
+		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot \
+		-I$(CIVETWEB)/include $(PKG_CFLAGS) \
+		-fsanitize=fuzzer,address,undefined -o $@ $^ $(CIVETWEB_LIB) $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)
 

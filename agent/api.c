@@ -13,12 +13,10 @@
 #include <arpa/inet.h>
 #include <civetweb.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <link.h>
 #include <linux/sched.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -87,31 +85,6 @@ struct api {
 	uint64_t ping_ns, silence_ns;
 	pthread_mutex_t resize_mu;
 };
-
-/* ======================================================================
- * civetweb's worker stacks
- * ====================================================================== */
-
-/* Debian's civetweb starts its workers with pthread_attr_setstacksize(
- * 102400), and glibc carves each thread's static TLS out of that stack: in
- * cell-agent the TLS is 64 KiB (a thread-local read buffer in
- * imagepull/cache.c), which leaves a worker about 38 KiB, and civetweb's own
- * frames, OpenSSL and a handler overran it. civetweb has no option for the
- * size, so the call is interposed (the executable's definition comes first
- * for the libraries' calls) and small requests are raised to WORKER_STACK.
- * Nothing else is changed; the memory is only committed as it is used. */
-#define WORKER_STACK (512u << 10)
-
-int pthread_attr_setstacksize(pthread_attr_t *attr, size_t size)
-{
-	static int (*real)(pthread_attr_t *, size_t);
-
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "pthread_attr_setstacksize");
-	if (!real)
-		return ENOSYS;
-	return real(attr, size < WORKER_STACK ? WORKER_STACK : size);
-}
 
 /* ======================================================================
  * replies
@@ -184,8 +157,8 @@ static bool wants_close(struct mg_connection *c)
 
 /* The whole reply in one write: one TLS record and one packet for small
  * replies, which is most of them (status, ping). Buffers on worker paths
- * stay small or on the heap: Debian's civetweb runs its workers on stacks
- * of about 100 KiB. */
+ * stay small or on the heap: civetweb's workers run on 256 KiB stacks
+ * (USE_STACK_SIZE in the Makefile). */
 static int reply(struct mg_connection *c, int status, const char *ctype,
 		 const void *body, size_t len)
 {
@@ -2306,112 +2279,9 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 	return 0;
 }
 
-/* ---- civetweb 1.15 on OpenSSL 3 ----
- *
- * Debian 12's libcivetweb was built for OpenSSL 1.1's API and loads libssl
- * with dlopen/dlsym at run time. One function of its table,
- * SSL_get_peer_certificate, is a macro in OpenSSL 3 (for
- * SSL_get1_peer_certificate), so dlsym finds nothing: civetweb refuses to
- * start TLS, or (after a first failed load has left its reference count
- * raised) calls a NULL pointer on the first handshake (civetweb issue
- * #1334). The table is an array of {name, category, pointer} in civetweb's
- * writable data; once civetweb has filled it, the one empty slot gets
- * OpenSSL 3's function, which has the same contract (a new reference the
- * caller frees). A civetweb that found the function itself is left
- * alone. */
-
-struct cw_ssl_func {
-	const char *name;
-	int category;
-	void (*ptr)(void);
-};
-
-struct cw_search {
-	const char *want; /* the function name as civetweb spells it */
-	int patched;
-};
-
-/* Where the string s (with its NUL) sits in the object's loaded
- * segments, after `from`. */
-static const char *cw_find_string(struct dl_phdr_info *info, const char *s,
-				  const char *from)
-{
-	size_t n = strlen(s) + 1;
-
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		const char *b = (const char *)(info->dlpi_addr + ph->p_vaddr);
-		const char *e = b + ph->p_memsz, *hit;
-
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_R))
-			continue;
-		if (from && from >= b && from < e)
-			b = from + 1;
-		else if (from && from >= e)
-			continue;
-		if (b < e && (hit = memmem(b, (size_t)(e - b), s, n)))
-			return hit;
-	}
-	return NULL;
-}
-
-/* A table slot naming str, empty, in a writable segment. */
-static struct cw_ssl_func *cw_find_slot(struct dl_phdr_info *info,
-					const char *str)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t b = info->dlpi_addr + ph->p_vaddr;
-		uintptr_t e = b + ph->p_memsz;
-
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
-			continue;
-		/* Aligned, with a whole entry on either side in the segment:
-		 * the slot's neighbours are named functions too. */
-		b = (b + sizeof(void *) - 1) & ~(uintptr_t)(sizeof(void *) - 1);
-		b += sizeof(struct cw_ssl_func);
-		for (; b + 2 * sizeof(struct cw_ssl_func) <= e;
-		     b += sizeof(void *)) {
-			struct cw_ssl_func *f = (struct cw_ssl_func *)b;
-
-			if (f->name == str && f->category == 0 && !f->ptr &&
-			    f[1].name && f[-1].name)
-				return f;
-		}
-	}
-	return NULL;
-}
-
-static int cw_patch(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct cw_search *cs = data;
-	const char *str = NULL;
-
-	(void)size;
-	if (!info->dlpi_name || !strstr(info->dlpi_name, "libcivetweb"))
-		return 0;
-	while ((str = cw_find_string(info, cs->want, str))) {
-		struct cw_ssl_func *f = cw_find_slot(info, str);
-
-		if (f) {
-			f->ptr = (void (*)(void))SSL_get1_peer_certificate;
-			cs->patched++;
-		}
-	}
-	return 1;
-}
-
 static void init_library(void)
 {
-	struct cw_search cs = {.want = "SSL_get_peer_certificate"};
-
-	/* This fills civetweb's table (failing on the missing function or
-	 * not); the fix-up follows. */
 	mg_init_library(MG_FEATURES_TLS | MG_FEATURES_WEBSOCKET);
-	dl_iterate_phdr(cw_patch, &cs);
-	if (cs.patched)
-		log_debug("civetweb: supplied SSL_get_peer_certificate from "
-			  "OpenSSL 3");
 }
 
 int api_start(const struct api_opts *o, const struct api_backend *b,
