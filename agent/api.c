@@ -19,8 +19,6 @@
 #include <limits.h>
 #include <linux/sched.h>
 #include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -46,6 +44,7 @@
 #include "log.h"
 #include "pullmod.h"
 #include "path.h"
+#include "tls.h"
 #include "util.h"
 
 #define API_PREFIX "/rest/v1/"
@@ -2161,52 +2160,14 @@ static void ws_close(const struct mg_connection *c, void *cbdata)
  * TLS, start and stop
  * ====================================================================== */
 
-static void tls_fail(struct api *a, const char *what, const char *path)
-{
-	char ossl[256] = "";
-	unsigned long code = ERR_get_error();
-
-	if (code)
-		ERR_error_string_n(code, ossl, sizeof(ossl));
-	snprintf(a->tls_err, sizeof(a->tls_err), "%s %s: %s", what, path,
-		 ossl[0] ? ossl : "failed");
-	ERR_clear_error();
-}
-
-/* civetweb made the SSL_CTX; everything about it is set here, so nothing
- * depends on civetweb's own option handling: the server's certificate and
- * key, TLS 1.2 or later, and a client certificate that chains to ca.crt,
- * demanded during the handshake (a client without one never reaches a
- * handler). */
+/* civetweb made the SSL_CTX; agent/tls.c sets it up. */
 static int init_ssl(void *ssl_ctx, void *user_data)
 {
 	struct api *a = user_data;
-	SSL_CTX *ctx = ssl_ctx;
-	STACK_OF(X509_NAME) * names;
-	static const unsigned char sid[] = "cell-agent";
+	struct tls_files f = {.ca = a->ca, .crt = a->crt, .key = a->key};
 
-	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION))
-		return tls_fail(a, "set", "TLS 1.2 minimum"), -1;
-	if (SSL_CTX_use_certificate_chain_file(ctx, a->crt) != 1)
-		return tls_fail(a, "load certificate", a->crt), -1;
-	if (SSL_CTX_use_PrivateKey_file(ctx, a->key, SSL_FILETYPE_PEM) != 1)
-		return tls_fail(a, "load key", a->key), -1;
-	if (SSL_CTX_check_private_key(ctx) != 1)
-		return tls_fail(a, "key does not match", a->crt), -1;
-	if (SSL_CTX_load_verify_locations(ctx, a->ca, NULL) != 1)
-		return tls_fail(a, "load CA", a->ca), -1;
-	names = SSL_load_client_CA_file(a->ca);
-	if (!names)
-		return tls_fail(a, "read CA names from", a->ca), -1;
-	SSL_CTX_set_client_CA_list(ctx, names);
-	SSL_CTX_set_verify(
-	    ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	SSL_CTX_set_verify_depth(ctx, 4);
-	/* Resumed sessions need an id context once peers are verified. */
-	SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
-	/* No TLS 1.3 tickets: they would be written behind the back of a
-	 * stream's pump thread; the controller does not resume anyway. */
-	SSL_CTX_set_num_tickets(ctx, 0);
+	if (tls_ctx_setup(ssl_ctx, &f, a->tls_err, sizeof(a->tls_err)) < 0)
+		return -1;
 	return 1;
 }
 
