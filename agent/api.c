@@ -79,7 +79,7 @@ struct api {
 	char *version;
 	char *packages_dir;
 	int pkgdirfd;
-	char tls_err[512];
+	struct tls_gate *gate; /* NULL with plain HTTP */
 	atomic_int streams;
 	uint64_t ping_ns, silence_ns;
 	pthread_mutex_t resize_mu;
@@ -2160,17 +2160,6 @@ static void ws_close(const struct mg_connection *c, void *cbdata)
  * TLS, start and stop
  * ====================================================================== */
 
-/* civetweb made the SSL_CTX; agent/tls.c sets it up. */
-static int init_ssl(void *ssl_ctx, void *user_data)
-{
-	struct api *a = user_data;
-	struct tls_files f = {.ca = a->ca, .crt = a->crt, .key = a->key};
-
-	if (tls_ctx_setup(ssl_ctx, &f, a->tls_err, sizeof(a->tls_err)) < 0)
-		return -1;
-	return 1;
-}
-
 static int on_log(const struct mg_connection *c, const char *msg)
 {
 	(void)c;
@@ -2201,9 +2190,14 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 	struct mg_init_data init = {.callbacks = &cb, .user_data = a};
 	struct mg_server_port sp[4];
 
-	snprintf(ports, sizeof(ports), "%s%s%d%s",
-		 o->bind_addr ? o->bind_addr : "", o->bind_addr ? ":" : "",
-		 o->port, a->plain ? "" : "s");
+	/* With TLS, connections come from the gate (agent/tls.c) once
+	 * their handshake is done; civetweb listens on nothing. */
+	if (a->plain)
+		snprintf(ports, sizeof(ports), "%s%s%d",
+			 o->bind_addr ? o->bind_addr : "",
+			 o->bind_addr ? ":" : "", o->port);
+	else
+		ports[0] = '\0';
 	snprintf(threads, sizeof(threads), "%d",
 		 o->num_threads > 0 ? o->num_threads : DEFAULT_THREADS);
 #define OPT(k, v) (opts[n++] = (k), opts[n++] = (v))
@@ -2219,24 +2213,46 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 	OPT("enable_directory_listing", "no");
 	OPT("listen_backlog", "128");
 	OPT("connection_queue", "64");
-	if (!a->plain) {
-		OPT("ssl_protocol_version", "4"); /* TLS 1.2 and later */
-		cb.init_ssl = init_ssl;
-	}
 #undef OPT
 	opts[n] = NULL;
 	init.configuration_options = opts;
 	a->ctx = mg_start2(&init, &ed);
 	if (!a->ctx)
 		return cerr_set(e, errcode == 0 ? EIO : EADDRINUSE,
-				"start the HTTPS server on %s: %s%s%s", ports,
-				errtxt, a->tls_err[0] ? ": " : "", a->tls_err);
+				"start the HTTP server on %s: %s", ports,
+				errtxt);
 	mg_set_request_handler(a->ctx, "**", on_request, a);
 	mg_set_websocket_handler(a->ctx, "**", ws_connect, ws_ready, ws_data,
 				 ws_close, a);
 	a->port = o->port;
 	if (mg_get_server_ports(a->ctx, 4, sp) > 0)
 		a->port = sp[0].port;
+	return 0;
+}
+
+static int hand_over(void *arg, int fd, void *ssl)
+{
+	struct api *a = arg;
+
+	return mg_hand_over_tls(a->ctx, fd, ssl);
+}
+
+static int start_gate(struct api *a, const struct api_opts *o, struct cerr *e)
+{
+	struct tls_gate_opts g = {
+	    .bind_addr = o->bind_addr,
+	    .port = o->port,
+	    .files = {.ca = a->ca, .crt = a->crt, .key = a->key},
+	    .handshake_ms = o->handshake_ms,
+	    .per_source = o->per_source,
+	    .hand_over = hand_over,
+	    .arg = a,
+	};
+
+	if (tls_gate_start(&g, &a->gate, e) < 0)
+		return cerr_prefix(e, "start the HTTPS server on port %d",
+				   o->port);
+	a->port = tls_gate_port(a->gate);
 	return 0;
 }
 
@@ -2282,6 +2298,8 @@ int api_start(const struct api_opts *o, const struct api_backend *b,
 	pthread_once(&once, init_library);
 	if (start_civetweb(a, o, e) < 0)
 		goto fail;
+	if (!a->plain && start_gate(a, o, e) < 0)
+		goto fail;
 	*out = a;
 	return 0;
 fail:
@@ -2293,6 +2311,7 @@ void api_stop(struct api *a)
 {
 	if (!a)
 		return;
+	tls_gate_stop(a->gate);
 	if (a->ctx)
 		mg_stop(a->ctx);
 	if (a->pkgdirfd >= 0)
