@@ -34,7 +34,7 @@ ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-Iagent -Inetsetup -Iboot -I$(CIVETWEB)/include $(PKG_CFLAGS) \
 	-fno-strict-aliasing $(HARDEN) -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
-# cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
+# cell-monitor never map libcurl or libarchive; see agent/pullproc.h).
 ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
 
 # Each component is a library plus a thin main.c.
@@ -44,12 +44,7 @@ CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
 AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c \
-	agent/pullmod-entry.c,$(wildcard agent/*.c))
-# The agent's pull module: imagepull/, the package extractor and their own
-# copy of common/, loaded by cell-agent only while it pulls or deploys.
-MOD_SRC := $(COMMON_SRC) $(PULL_SRC) agent/deploy.c agent/package.c \
-	agent/pullmod-entry.c
-PULLMOD := $(OUT)/lib/cell/pullmod.so
+	agent/unpack-main.c,$(wildcard agent/*.c))
 
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
@@ -67,7 +62,7 @@ BINS += $(if $(wildcard netsetup/main.c),$(OUT)/bin/cell-net)
 BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
 BINS += $(if $(wildcard boot/main.c),$(OUT)/bin/cell-boot)
 BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
-BINS += $(if $(wildcard agent/pullmod-entry.c),$(PULLMOD))
+BINS += $(if $(wildcard agent/unpack-main.c),$(OUT)/bin/cell-unpack)
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
@@ -75,7 +70,6 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(OUT)/fuzz/%,$(FUZZ_SRC))
 FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
-pic = $(patsubst %.c,$(OUT)/pic/%.o,$(1))
 
 .PHONY: all check asan lint fuzz clean tests deps install release
 # Keep test objects between builds (they are intermediate to pattern rules).
@@ -91,17 +85,6 @@ $(OUT)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
-
-$(OUT)/pic/%.o: %.c
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  CC      $< (module)")
-	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
-
-$(PULLMOD): $(call pic,$(MOD_SRC))
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -shared -Wl,-z,defs -Wl,-Bsymbolic -o $@ $^ \
-		$(PKG_LIBS)
 
 $(COMMON_LIB): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
@@ -141,6 +124,12 @@ $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# cell-unpack: the deploy-package extractor the agent runs as a child.
+$(OUT)/bin/cell-unpack: $(call obj,agent/unpack-main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -245,4 +234,4 @@ lint:
 clean:
 	rm -rf build build-asan
 
--include $(shell find $(OUT)/obj $(OUT)/pic -name '*.d' 2>/dev/null)
+-include $(shell find $(OUT)/obj -name '*.d' 2>/dev/null)

@@ -42,7 +42,7 @@
 #include "fsutil.h"
 #include "jsonutil.h"
 #include "log.h"
-#include "pullmod.h"
+#include "pullproc.h"
 #include "path.h"
 #include "tls.h"
 #include "util.h"
@@ -78,6 +78,7 @@ struct api {
 	char *ca, *crt, *key;
 	char *version;
 	char *packages_dir;
+	char *unpack_bin;
 	int pkgdirfd;
 	struct tls_gate *gate; /* NULL with plain HTTP */
 	atomic_int streams;
@@ -846,18 +847,16 @@ out:
 	return rc;
 }
 
-/* The extractor needs libarchive, which lives in the pull module. */
-static int deploy_with_module(int pkgdirfd, const char *name, int fd,
-			      struct cerr *e)
+/* The extractor needs libarchive: it runs as a child, cell-unpack, with
+ * the package on its stdin. */
+static int deploy_in_child(struct api *a, const char *name, int fd,
+			   struct cerr *e)
 {
-	const struct pullmod_ops *m = pullmod_get(e);
-	int r;
+	const char *argv[] = {
+	    a->unpack_bin, "--packages-dir", a->packages_dir, "--name", name,
+	    NULL};
 
-	if (!m)
-		return -1;
-	r = m->deploy_package(pkgdirfd, name, fd, e);
-	pullmod_put();
-	return r;
+	return pullproc_run((char *const *)argv, fd, e);
 }
 
 static int h_deploy(struct api *a, struct mg_connection *c,
@@ -895,7 +894,7 @@ static int h_deploy(struct api *a, struct mg_connection *c,
 		cerr_sys(&e, "rewind the package");
 		return reply_err(c, &e);
 	}
-	if (deploy_with_module(a->pkgdirfd, name, fd, &e) < 0)
+	if (deploy_in_child(a, name, fd, &e) < 0)
 		return reply_err(c, &e);
 	log_info("deployed package %s for pod %.*s", name, (int)(slash - pod),
 		 pod);
@@ -2278,6 +2277,8 @@ int api_start(const struct api_opts *o, const struct api_backend *b,
 			1000000;
 	a->version = xstrdup(o->version ? o->version : CELL_VERSION);
 	a->packages_dir = xstrdup(o->packages_dir);
+	a->unpack_bin = o->unpack_bin ? xstrdup(o->unpack_bin)
+				      : pullproc_beside_self("cell-unpack");
 	a->ca = xasprintf("%s/ca.crt", o->boot_dir);
 	a->crt = xasprintf("%s/server.crt", o->boot_dir);
 	a->key = xasprintf("%s/server.key", o->boot_dir);
@@ -2322,6 +2323,7 @@ void api_stop(struct api *a)
 	free(a->key);
 	free(a->version);
 	free(a->packages_dir);
+	free(a->unpack_bin);
 	free(a);
 }
 

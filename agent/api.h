@@ -59,6 +59,7 @@ struct api_opts {
 	/* Websocket keep-alive: ping period and how long a silent peer is
 	 * kept; 0 = WIRE.md's 10 s and 15 s (tests shorten them). */
 	int ws_ping_ms, ws_silence_ms;
+	const char *unpack_bin; /* cell-unpack: extracts deploy packages */
 	/* TLS handshake bounds (agent/tls.h); 0 = the defaults. */
 	int handshake_ms, per_source;
 };

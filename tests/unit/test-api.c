@@ -1711,7 +1711,7 @@ int main(void)
 	struct api *a = NULL;
 	struct cerr e = {0};
 	const char *bench = getenv("CELL_API_BENCH");
-	char *pk, *logs;
+	char *pk, *logs, *unpack;
 
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(dir, sizeof(dir), "/tmp/test-api-XXXXXX");
@@ -1727,6 +1727,10 @@ int main(void)
 	pk = dpath("packages");
 	o.boot_dir = boot;
 	o.packages_dir = pk;
+	/* The extractor runs as a child: the build's cell-unpack. */
+	o.unpack_bin = unpack =
+	    xasprintf("%s/bin/cell-unpack",
+		      getenv("CELL_BUILD") ? getenv("CELL_BUILD") : "build");
 	curl_global_init(CURL_GLOBAL_ALL);
 	ok(api_start(&o, &fake, &a, &e) == 0, "api_start (%s)", e.msg);
 	if (!a)
@@ -1755,6 +1759,7 @@ int main(void)
 		   "missing boot files: a clear error (%s)", e.msg);
 	}
 	free(pk);
+	free(unpack);
 	curl_global_cleanup();
 	return tap_done();
 }
