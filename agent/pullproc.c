@@ -93,7 +93,7 @@ static void take_line(struct pullproc *p)
 	const char *ev;
 
 	p->line[p->line_len] = '\0';
-	if (p->line[0] == '{')
+	if (p->line_len > 0 && p->line[0] == '{')
 		j = json_loads(p->line, 0, NULL);
 	ev = json_string_value(json_object_get(j, "event"));
 	if (ev && !strcmp(ev, "error")) {
@@ -109,22 +109,34 @@ static void take_line(struct pullproc *p)
 	p->line_len = 0;
 }
 
+void pullproc_feed(struct pullproc *p, const char *buf, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (buf[i] == '\n') {
+			take_line(p);
+			continue;
+		}
+		/* An over-long line is cut, never grown. */
+		if (p->line_len < sizeof(p->line) - 1)
+			p->line[p->line_len++] = buf[i];
+	}
+}
+
 void pullproc_drain(struct pullproc *p)
 {
 	char buf[4096];
 	ssize_t n;
 
-	while (p->outfd >= 0 && (n = read(p->outfd, buf, sizeof(buf))) > 0) {
-		for (ssize_t i = 0; i < n; i++) {
-			if (buf[i] == '\n') {
-				take_line(p);
-				continue;
-			}
-			/* An over-long line is cut, never grown. */
-			if (p->line_len < sizeof(p->line) - 1)
-				p->line[p->line_len++] = buf[i];
-		}
-	}
+	while (p->outfd >= 0 && (n = read(p->outfd, buf, sizeof(buf))) > 0)
+		pullproc_feed(p, buf, (size_t)n);
+}
+
+void pullproc_clear(struct pullproc *p)
+{
+	free(p->error);
+	free(p->last);
+	p->error = p->last = NULL;
+	p->line_len = 0;
 }
 
 static void release(struct pullproc *p)
@@ -133,9 +145,7 @@ static void release(struct pullproc *p)
 		close(p->outfd);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
-	free(p->error);
-	free(p->last);
-	p->error = p->last = NULL;
+	pullproc_clear(p);
 	p->outfd = p->pidfd = -1;
 }
 

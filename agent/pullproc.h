@@ -37,6 +37,11 @@ int pullproc_spawn(char *const argv[], int stdin_fd, struct pullproc *p,
 		   struct cerr *e);
 /* Read what the helper wrote so far. */
 void pullproc_drain(struct pullproc *p);
+/* Take n bytes of the helper's output (what pullproc_drain reads; the
+ * parser of the child's lines, pure, fuzzed by fuzz-helperout.c). */
+void pullproc_feed(struct pullproc *p, const char *buf, size_t n);
+/* Forget what was parsed (error, last line). */
+void pullproc_clear(struct pullproc *p);
 /* Once the pidfd is readable: reap it; 0 if it exited 0, else -1 with e
  * holding its error line (or how it died). Frees p's resources. */
 int pullproc_finish(struct pullproc *p, struct cerr *e);

@@ -289,3 +289,24 @@ def test_missing_helpers_are_clear_errors(tmp_path, registry, image):
     finally:
         c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
         assert a.stop() == 0, a.log()[-3000:]
+
+
+def test_credentials_reach_cell_pull_on_its_pipe(tmp_path, make_registry):
+    reg = make_registry(htpasswd={"civet": "s3cret-civet"})
+    push(reg, "t/private", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+    ref = reg.ref("t/private", "v1")
+    a = start_agent(str(tmp_path / "agent"), "--insecure-registry", reg.host, env=FAST)
+    c = a.client()
+    try:
+        # Without credentials the registry says 401; with them it runs.
+        c.update_pod(pod_params("ns_pod", units=[sh(ref, "one", "sleep 1000")]))
+        wait_state(c, "one", "waiting",
+                   pred=lambda u: "ErrImagePull" in (u["state"]["waiting"].get("reason") or ""))
+        c.update_pod(pod_params("ns_pod", units=[sh(ref, "one", "sleep 1000")],
+                                credentials={reg.host: {"server": reg.host, "username": "civet",
+                                                        "password": "s3cret-civet"}}))
+        wait_state(c, "one", "running", timeout=60)
+        assert "s3cret-civet" not in a.log()
+    finally:
+        c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+        assert a.stop() == 0, a.log()[-3000:]
