@@ -2177,7 +2177,7 @@ static int check_file(const char *path, struct cerr *e)
 static int start_civetweb(struct api *a, const struct api_opts *o,
 			  struct cerr *e)
 {
-	char ports[128], threads[16];
+	char threads[16];
 	struct mg_callbacks cb = {.log_message = on_log};
 	const char *opts[40];
 	int n = 0;
@@ -2187,20 +2187,14 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 				   .text = errtxt,
 				   .text_buffer_size = sizeof(errtxt)};
 	struct mg_init_data init = {.callbacks = &cb, .user_data = a};
-	struct mg_server_port sp[4];
 
-	/* With TLS, connections come from the gate (agent/tls.c) once
-	 * their handshake is done; civetweb listens on nothing. */
-	if (a->plain)
-		snprintf(ports, sizeof(ports), "%s%s%d",
-			 o->bind_addr ? o->bind_addr : "",
-			 o->bind_addr ? ":" : "", o->port);
-	else
-		ports[0] = '\0';
 	snprintf(threads, sizeof(threads), "%d",
 		 o->num_threads > 0 ? o->num_threads : DEFAULT_THREADS);
 #define OPT(k, v) (opts[n++] = (k), opts[n++] = (v))
-	OPT("listening_ports", ports);
+	/* Connections come from the gate (agent/tls.c) once their handshake
+	 * is done, and only after the handlers below are set: civetweb
+	 * listens on nothing. */
+	OPT("listening_ports", "");
 	OPT("num_threads", threads);
 	OPT("request_timeout_ms", "15000");
 	OPT("enable_keep_alive", "yes");
@@ -2210,22 +2204,16 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 	OPT("max_request_size", "16384");
 	OPT("decode_url", "yes");
 	OPT("enable_directory_listing", "no");
-	OPT("listen_backlog", "128");
 	OPT("connection_queue", "64");
 #undef OPT
 	opts[n] = NULL;
 	init.configuration_options = opts;
 	a->ctx = mg_start2(&init, &ed);
 	if (!a->ctx)
-		return cerr_set(e, errcode == 0 ? EIO : EADDRINUSE,
-				"start the HTTP server on %s: %s", ports,
-				errtxt);
+		return cerr_set(e, EIO, "start civetweb: %s", errtxt);
 	mg_set_request_handler(a->ctx, "**", on_request, a);
 	mg_set_websocket_handler(a->ctx, "**", ws_connect, ws_ready, ws_data,
 				 ws_close, a);
-	a->port = o->port;
-	if (mg_get_server_ports(a->ctx, 4, sp) > 0)
-		a->port = sp[0].port;
 	return 0;
 }
 
@@ -2244,6 +2232,7 @@ static int start_gate(struct api *a, const struct api_opts *o, struct cerr *e)
 	    .files = {.ca = a->ca, .crt = a->crt, .key = a->key},
 	    .handshake_ms = o->handshake_ms,
 	    .per_source = o->per_source,
+	    .plain = a->plain,
 	    .hand_over = hand_over,
 	    .arg = a,
 	};
@@ -2299,7 +2288,7 @@ int api_start(const struct api_opts *o, const struct api_backend *b,
 	pthread_once(&once, init_library);
 	if (start_civetweb(a, o, e) < 0)
 		goto fail;
-	if (!a->plain && start_gate(a, o, e) < 0)
+	if (start_gate(a, o, e) < 0)
 		goto fail;
 	*out = a;
 	return 0;

@@ -169,6 +169,7 @@ static void mark_changes(struct supervisor *s, const struct pod_spec *next)
 				u->restart_after_stop = true;
 				unit_stop(s, u, next->termination_grace_s);
 			} else if (u->phase != PH_STOPPING) {
+				unit_pull_cancel(s, u); /* the old image */
 				u->phase = PH_WAITING;
 				u->not_before_ns = 0;
 			}

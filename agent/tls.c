@@ -123,6 +123,7 @@ struct tls_gate {
 	int per_source, max_pending;
 	int (*hand_over)(void *arg, int fd, void *ssl);
 	void *arg;
+	bool plain;
 	struct pending **p; /* handshakes in progress */
 	int n;
 	uint64_t paused_until; /* accept paused (out of descriptors) */
@@ -251,15 +252,22 @@ static void peer_addr(const struct sockaddr_storage *ss, struct in6_addr *a)
 static void gate_admit(struct tls_gate *g, int fd,
 		       const struct sockaddr_storage *ss)
 {
-	struct pending *p = xcalloc(1, sizeof(*p));
-	struct epoll_event e = {.events = EPOLLIN, .data.ptr = p};
+	struct pending *p;
+	struct epoll_event e = {.events = EPOLLIN};
 	int on = 1;
 
-	peer_addr(ss, &p->src);
-	gate_make_room(g, &p->src);
 	/* What civetweb would have set on a socket it accepted itself. */
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+	if (g->plain) {
+		if (!g->hand_over(g->arg, fd, NULL))
+			close(fd);
+		return;
+	}
+	p = xcalloc(1, sizeof(*p));
+	e.data.ptr = p;
+	peer_addr(ss, &p->src);
+	gate_make_room(g, &p->src);
 	p->fd = fd;
 	p->ssl = SSL_new(g->ctx);
 	p->deadline = now_ns() + g->handshake_ns;
@@ -309,6 +317,7 @@ static void gate_accept(struct tls_gate *g)
 			}
 			log_warn("tls: accept: %s", strerror(errno));
 			gate_pause(g, true);
+			return;
 		}
 		if (errno != EINTR && errno != ECONNABORTED && errno != EPROTO)
 			return;
@@ -407,11 +416,13 @@ static int gate_setup(struct tls_gate *g, const struct tls_gate_opts *o,
 	struct epoll_event le = {.events = EPOLLIN, .data.ptr = &g->lfd};
 	struct epoll_event se = {.events = EPOLLIN, .data.ptr = &g->stopfd};
 
-	g->ctx = SSL_CTX_new(TLS_server_method());
-	if (!g->ctx)
-		return cerr_set(e, ENOMEM, "SSL_CTX_new");
-	if (tls_ctx_setup(g->ctx, &o->files, err, sizeof(err)) < 0)
-		return cerr_set(e, EINVAL, "%s", err);
+	if (!g->plain) {
+		g->ctx = SSL_CTX_new(TLS_server_method());
+		if (!g->ctx)
+			return cerr_set(e, ENOMEM, "SSL_CTX_new");
+		if (tls_ctx_setup(g->ctx, &o->files, err, sizeof(err)) < 0)
+			return cerr_set(e, EINVAL, "%s", err);
+	}
 	if (gate_listen(g, o, e) < 0)
 		return -1;
 	g->stopfd = eventfd(0, EFD_CLOEXEC);
@@ -438,6 +449,7 @@ int tls_gate_start(const struct tls_gate_opts *o, struct tls_gate **out,
 	g->max_pending = o->max_pending > 0 ? o->max_pending : TLS_MAX_PENDING;
 	g->hand_over = o->hand_over;
 	g->arg = o->arg;
+	g->plain = o->plain;
 	g->p = xcalloc((size_t)g->max_pending, sizeof(*g->p));
 	if (gate_setup(g, o, e) < 0)
 		goto fail;

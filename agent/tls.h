@@ -5,6 +5,7 @@
 #ifndef CELL_AGENT_TLS_H
 #define CELL_AGENT_TLS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "err.h"
@@ -32,6 +33,9 @@ struct tls_gate_opts {
 	int port;	       /* 0 = any (tests) */
 	struct tls_files files;
 	int handshake_ms, per_source, max_pending; /* 0 = the defaults */
+	/* Tests only (--insecure-plain-http): no TLS at all; a connection is
+	 * handed over as it is accepted (ssl NULL). */
+	bool plain;
 	/* Takes a connection whose handshake is done (fd, SSL *); returns 1
 	 * when it took both, 0 when it did not (the gate closes them). */
 	int (*hand_over)(void *arg, int fd, void *ssl);

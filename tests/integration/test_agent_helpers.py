@@ -216,21 +216,30 @@ def test_stalled_registry_does_not_stop_the_supervisor(tmp_path, registry, image
                            timeout=15)
         assert "stuck" in units_by_name(st)
         assert helper_pids(a.proc.pid, "cell-pull"), "the stalled pull ended?"
-        # A newer spec without the stuck unit is applied now: its pull is
-        # killed and the unit goes.
+        # A newer spec that gives the stuck unit a good image is applied
+        # now: the stale pull is killed and the unit runs the new image.
         t0 = time.monotonic()
-        c.update_pod(pod_params("ns_pod", units=[crash]))
-        c.wait_status(lambda s: "stuck" not in units_by_name(s), timeout=10)
+        c.update_pod(pod_params("ns_pod", units=[crash, sh(image, "stuck", "sleep 1000")]))
+        wait_state(c, "stuck", "running", timeout=20)
+        assert time.monotonic() - t0 < 20
         wait_for(lambda: not helper_pids(a.proc.pid, "cell-pull"), timeout=10,
-                 what="the stalled pull killed")
-        assert time.monotonic() - t0 < 10
+                 what="the stale pull killed")
+        # A unit removed while its pull hangs: the pull is killed, the unit goes.
+        good = sh(image, "stuck", "sleep 1000")
+        c.update_pod(pod_params("ns_pod", units=[crash, good, sh(stalled, "gone", "true")]))
+        wait_for(lambda: helper_pids(a.proc.pid, "cell-pull"), what="the pull of gone")
+        c.update_pod(pod_params("ns_pod", units=[crash, good]))
+        c.wait_status(lambda s: "gone" not in units_by_name(s), timeout=10)
+        wait_for(lambda: not helper_pids(a.proc.pid, "cell-pull"), timeout=10,
+                 what="the pull of the removed unit killed")
         # SIGTERM while another pull hangs: the agent stops on time. (Units
-        # outlive the agent, so the crashing one goes first.)
+        # outlive the agent, so the running ones go first.)
         c.update_pod(pod_params("ns_pod", units=[sh(stalled, "stuck2", "true")],
                                 terminationGracePeriodSeconds=0))
-        c.wait_status(lambda s: "crash" not in units_by_name(s), timeout=10)
-        wait_for(lambda: not os.path.exists(os.path.join(a.dir, "state", "units", "crash")),
-                 what="the crashing unit's directory gone")
+        c.wait_status(lambda s: not {"crash", "stuck"} & set(units_by_name(s)), timeout=15)
+        for gone in ("crash", "stuck"):
+            wait_for(lambda: not os.path.exists(os.path.join(a.dir, "state", "units", gone)),
+                     what=f"{gone}'s directory gone")
         wait_for(lambda: helper_pids(a.proc.pid, "cell-pull"), what="the second pull")
         t0 = time.monotonic()
         a.proc.send_signal(signal.SIGTERM)
