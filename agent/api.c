@@ -28,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -405,6 +406,11 @@ static __attribute__((noreturn)) void spawn_child(char *const argv[],
 	for (int s = 1; s < NSIG; s++)
 		if (s != SIGKILL && s != SIGSTOP)
 			sigaction(s, &dfl, NULL);
+	/* Dies with the thread that started it (the supervisor's, or a
+	 * worker: both live as long as the agent). */
+	if ((flags & API_SPAWN_DIE_WITH_US) &&
+	    prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		goto fail;
 	if ((flags & (API_SPAWN_SETSID | API_SPAWN_TTY)) && setsid() < 0)
 		goto fail;
 	/* Move the fds above 2 first, so that dup2 onto 0..2 cannot clobber

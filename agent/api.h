@@ -78,8 +78,9 @@ int api_http_status(int err);
 
 /* ---- process spawning, for backends, exec and the volume tools ---- */
 
-#define API_SPAWN_SETSID 1u /* new session (and process group) */
-#define API_SPAWN_TTY 2u    /* stdio[0] becomes the controlling tty */
+#define API_SPAWN_SETSID 1u	 /* new session (and process group) */
+#define API_SPAWN_TTY 2u	 /* stdio[0] becomes the controlling tty */
+#define API_SPAWN_DIE_WITH_US 4u /* SIGKILL when the agent dies (helpers) */
 
 /* Start argv[0] (a path) with stdio[0..2] as its standard fds (-1: /dev/
  * null), every other fd closed, signals reset, envp (NULL: this process's

@@ -76,7 +76,8 @@ int pullproc_spawn(char *const argv[], int stdin_fd, struct pullproc *p,
 		return cerr_sys(e, "pipe");
 	stdio[0] = stdin_fd;
 	stdio[1] = stdio[2] = out[1];
-	p->pidfd = api_spawn(argv, NULL, stdio, 0, &p->pid, e);
+	p->pidfd =
+	    api_spawn(argv, NULL, stdio, API_SPAWN_DIE_WITH_US, &p->pid, e);
 	close(out[1]);
 	if (p->pidfd < 0) {
 		close(out[0]);
