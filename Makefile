@@ -128,7 +128,8 @@ $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 # under 8 MiB (docs/agent.md "Performance"). An OpenSSL update means
 # rebuilding it.
 AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap \
-	-Wl,-Bdynamic -lpthread
+	-Wl,-Bdynamic -lpthread \
+	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null) # no archives
 $(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
