@@ -211,7 +211,6 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/doc/cell $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(OPENRC_DIR)
 	install -m 0755 $(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(PULLMOD) $(DESTDIR)$(PREFIX)/lib/cell/
 	install -m 0644 README.md docs/*.md \
 		image-build/init/custom-image.cloud-config \
 		$(DESTDIR)$(PREFIX)/share/doc/cell/
