@@ -21,8 +21,15 @@ ifeq ($(STATIC),1)
 PKG_CONFIG := PKG_CONFIG_LIBDIR=$(STATIC_PREFIX)/lib/pkgconfig pkg-config --static
 endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lisal -lcivetweb \
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lisal \
 	-lcap -lpthread $(shell $(PKG_CONFIG) --libs libmnl libip4tc 2>/dev/null)
+# civetweb from Debian's source package, unpacked and patched by
+# scripts/deps.sh in .deps/ (nothing of it in git), built here against
+# OpenSSL 3 (linked, not dlopened) with our worker stack size and thread cap.
+CIVETWEB := .deps/civetweb
+CIVETWEB_DEFS := -DOPENSSL_API_3_0 -DNO_SSL_DL -DUSE_WEBSOCKET -DUSE_IPV6 \
+	-DNO_CGI -DNO_FILES -DNO_CACHING -DUSE_STACK_SIZE=262144 \
+	-DMAX_WORKER_THREADS=128
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 	-Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter -Wno-format-truncation \
@@ -30,12 +37,13 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 	-Werror=return-type -Werror=incompatible-pointer-types
 CFLAGS ?= -O2 -g
 SAN ?=
+HARDEN := -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3 -fstack-protector-strong
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	-Iagent -Inetsetup -Iboot -Icontroller $(PKG_CFLAGS) \
-	-fno-strict-aliasing -fstack-protector-strong -MMD -MP
+	-Iagent -Inetsetup -Iboot -Icontroller -I$(CIVETWEB)/include $(PKG_CFLAGS) \
+	-fno-strict-aliasing $(HARDEN) -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
-# cell-monitor never map libcurl or libarchive; see agent/pullmod.h).
+# cell-monitor never map libcurl or libarchive; see agent/pullproc.h).
 ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
 ifeq ($(STATIC),1)
 # -isystem: the prefix links Debian's kernel headers, whose few macros that
@@ -52,12 +60,7 @@ NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
 CTL_SRC := $(filter-out controller/main.c,$(wildcard controller/*.c))
 AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c \
-	agent/pullmod-entry.c,$(wildcard agent/*.c))
-# The agent's pull module: imagepull/, the package extractor and their own
-# copy of common/, loaded by cell-agent only while it pulls or deploys.
-MOD_SRC := $(COMMON_SRC) $(PULL_SRC) agent/deploy.c agent/package.c \
-	agent/pullmod-entry.c
-PULLMOD := $(OUT)/lib/cell/pullmod.so
+	agent/unpack-main.c,$(wildcard agent/*.c))
 
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
@@ -66,8 +69,9 @@ BOOT_LIB := $(OUT)/lib/libboot.a
 AGENT_LIB := $(OUT)/lib/libagent.a
 NET_LIB := $(OUT)/lib/libnetsetup.a
 CTL_LIB := $(OUT)/lib/libcellctl.a
-LIBS := $(CTL_LIB) $(AGENT_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) $(CINIT_LIB) \
-	$(COMMON_LIB)
+CIVETWEB_LIB := $(OUT)/lib/libcivetweb.a
+LIBS := $(CTL_LIB) $(AGENT_LIB) $(CIVETWEB_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) \
+	$(CINIT_LIB) $(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
 BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
@@ -75,11 +79,11 @@ BINS += $(if $(wildcard netsetup/main.c),$(OUT)/bin/cell-net)
 BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
 BINS += $(if $(wildcard boot/main.c),$(OUT)/bin/cell-boot)
 BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
-BINS += $(if $(wildcard agent/pullmod-entry.c),$(PULLMOD))
 BINS += $(if $(wildcard controller/main.c),$(OUT)/bin/cellctl)
 # cellctl's instance data (Kip's JSON format), beside the binary's prefix.
 CTL_DATA := $(OUT)/share/cell/aws-us-east-1.json
 BINS += $(if $(wildcard controller/main.c),$(CTL_DATA))
+BINS += $(if $(wildcard agent/unpack-main.c),$(OUT)/bin/cell-unpack)
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
@@ -87,7 +91,6 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(OUT)/fuzz/%,$(FUZZ_SRC))
 FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
-pic = $(patsubst %.c,$(OUT)/pic/%.o,$(1))
 
 .PHONY: all check asan lint fuzz clean tests deps install release static \
 	image image-test
@@ -105,17 +108,6 @@ $(OUT)/obj/%.o: %.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-$(OUT)/pic/%.o: %.c
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  CC      $< (module)")
-	$(Q)$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
-
-$(PULLMOD): $(call pic,$(MOD_SRC))
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -shared -Wl,-z,defs -Wl,-Bsymbolic -o $@ $^ \
-		$(PKG_LIBS)
-
 $(COMMON_LIB): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -125,6 +117,19 @@ $(PULL_LIB): $(call obj,$(PULL_SRC))
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(CINIT_LIB): $(call obj,$(CINIT_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(CIVETWEB)/.cell-stamp:
+	@echo "civetweb's source is missing: run scripts/deps.sh" >&2; exit 1
+
+$(OUT)/civetweb/civetweb.o: $(CIVETWEB)/src/civetweb.c $(CIVETWEB)/.cell-stamp
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -std=gnu11 $(CFLAGS) $(SAN) $(HARDEN) $(CIVETWEB_DEFS) -w \
+		-I$(CIVETWEB)/include $(PKG_CFLAGS) -c -o $@ $<
+
+$(CIVETWEB_LIB): $(OUT)/civetweb/civetweb.o
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -153,7 +158,20 @@ $(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# cell-agent links its libraries statically (Debian's -dev packages ship
+# the archives): only the code it uses is mapped, which keeps the idle RSS
+# under 8 MiB (docs/agent.md "Performance"). An OpenSSL update means
+# rebuilding it.
+AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap \
+	-Wl,-Bdynamic -lpthread \
+	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null) # no archives
 $(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LDLIBS)
+
+# cell-unpack: the deploy-package extractor the agent runs as a child.
+$(OUT)/bin/cell-unpack: $(call obj,agent/unpack-main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -196,11 +214,12 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
-		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC) $(CTL_SRC)
+		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC) $(CTL_SRC) | $(CIVETWEB_LIB)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot -Icontroller $(PKG_CFLAGS) \
-		-fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
+		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot -Icontroller \
+		-I$(CIVETWEB)/include $(PKG_CFLAGS) \
+		-fsanitize=fuzzer,address,undefined -o $@ $^ $(CIVETWEB_LIB) $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)
 
@@ -227,7 +246,6 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/doc/cell $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(OPENRC_DIR)
 	install -m 0755 $(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(PULLMOD) $(DESTDIR)$(PREFIX)/lib/cell/
 	install -m 0644 README.md docs/*.md \
 		image-build/init/custom-image.cloud-config \
 		$(DESTDIR)$(PREFIX)/share/doc/cell/
@@ -284,4 +302,4 @@ lint:
 clean:
 	rm -rf build build-asan build-static
 
--include $(shell find $(OUT)/obj $(OUT)/pic -name '*.d' 2>/dev/null)
+-include $(shell find $(OUT)/obj -name '*.d' 2>/dev/null)

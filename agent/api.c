@@ -14,16 +14,12 @@
 #include <arpa/inet.h>
 #include <civetweb.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <link.h>
 #include <linux/sched.h>
 #include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,6 +29,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,8 +44,9 @@
 #include "fsutil.h"
 #include "jsonutil.h"
 #include "log.h"
-#include "pullmod.h"
+#include "pullproc.h"
 #include "path.h"
+#include "tls.h"
 #include "util.h"
 
 /* musl has no close_range() wrapper; the raw system call works on both. */
@@ -89,37 +87,13 @@ struct api {
 	char *ca, *crt, *key;
 	char *version;
 	char *packages_dir;
+	char *unpack_bin;
 	int pkgdirfd;
-	char tls_err[512];
+	struct tls_gate *gate; /* NULL with plain HTTP */
 	atomic_int streams;
 	uint64_t ping_ns, silence_ns;
 	pthread_mutex_t resize_mu;
 };
-
-/* ======================================================================
- * civetweb's worker stacks
- * ====================================================================== */
-
-/* Debian's civetweb starts its workers with pthread_attr_setstacksize(
- * 102400), and glibc carves each thread's static TLS out of that stack: in
- * cell-agent the TLS is 64 KiB (a thread-local read buffer in
- * imagepull/cache.c), which leaves a worker about 38 KiB, and civetweb's own
- * frames, OpenSSL and a handler overran it. civetweb has no option for the
- * size, so the call is interposed (the executable's definition comes first
- * for the libraries' calls) and small requests are raised to WORKER_STACK.
- * Nothing else is changed; the memory is only committed as it is used. */
-#define WORKER_STACK (512u << 10)
-
-int pthread_attr_setstacksize(pthread_attr_t *attr, size_t size)
-{
-	static int (*real)(pthread_attr_t *, size_t);
-
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "pthread_attr_setstacksize");
-	if (!real)
-		return ENOSYS;
-	return real(attr, size < WORKER_STACK ? WORKER_STACK : size);
-}
 
 /* ======================================================================
  * replies
@@ -192,8 +166,8 @@ static bool wants_close(struct mg_connection *c)
 
 /* The whole reply in one write: one TLS record and one packet for small
  * replies, which is most of them (status, ping). Buffers on worker paths
- * stay small or on the heap: Debian's civetweb runs its workers on stacks
- * of about 100 KiB. */
+ * stay small or on the heap: civetweb's workers run on 256 KiB stacks
+ * (USE_STACK_SIZE in the Makefile). */
 static int reply(struct mg_connection *c, int status, const char *ctype,
 		 const void *body, size_t len)
 {
@@ -444,6 +418,11 @@ static __attribute__((noreturn)) void spawn_child(char *const argv[],
 	for (int s = 1; s < NSIG; s++)
 		if (s != SIGKILL && s != SIGSTOP)
 			sigaction(s, &dfl, NULL);
+	/* Dies with the thread that started it (the supervisor's, or a
+	 * worker: both live as long as the agent). */
+	if ((flags & API_SPAWN_DIE_WITH_US) &&
+	    prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		goto fail;
 	if ((flags & (API_SPAWN_SETSID | API_SPAWN_TTY)) && setsid() < 0)
 		goto fail;
 	/* Move the fds above 2 first, so that dup2 onto 0..2 cannot clobber
@@ -891,18 +870,16 @@ out:
 	return rc;
 }
 
-/* The extractor needs libarchive, which lives in the pull module. */
-static int deploy_with_module(int pkgdirfd, const char *name, int fd,
-			      struct cerr *e)
+/* The extractor needs libarchive: it runs as a child, cell-unpack, with
+ * the package on its stdin. */
+static int deploy_in_child(struct api *a, const char *name, int fd,
+			   struct cerr *e)
 {
-	const struct pullmod_ops *m = pullmod_get(e);
-	int r;
+	const char *argv[] = {
+	    a->unpack_bin, "--packages-dir", a->packages_dir, "--name", name,
+	    NULL};
 
-	if (!m)
-		return -1;
-	r = m->deploy_package(pkgdirfd, name, fd, e);
-	pullmod_put();
-	return r;
+	return pullproc_run((char *const *)argv, fd, e);
 }
 
 static int h_deploy(struct api *a, struct mg_connection *c,
@@ -940,7 +917,7 @@ static int h_deploy(struct api *a, struct mg_connection *c,
 		cerr_sys(&e, "rewind the package");
 		return reply_err(c, &e);
 	}
-	if (deploy_with_module(a->pkgdirfd, name, fd, &e) < 0)
+	if (deploy_in_child(a, name, fd, &e) < 0)
 		return reply_err(c, &e);
 	log_info("deployed package %s for pod %.*s", name, (int)(slash - pod),
 		 pod);
@@ -2260,55 +2237,6 @@ static void ws_close(const struct mg_connection *c, void *cbdata)
  * TLS, start and stop
  * ====================================================================== */
 
-static void tls_fail(struct api *a, const char *what, const char *path)
-{
-	char ossl[256] = "";
-	unsigned long code = ERR_get_error();
-
-	if (code)
-		ERR_error_string_n(code, ossl, sizeof(ossl));
-	snprintf(a->tls_err, sizeof(a->tls_err), "%s %s: %s", what, path,
-		 ossl[0] ? ossl : "failed");
-	ERR_clear_error();
-}
-
-/* civetweb made the SSL_CTX; everything about it is set here, so nothing
- * depends on civetweb's own option handling: the server's certificate and
- * key, TLS 1.2 or later, and a client certificate that chains to ca.crt,
- * demanded during the handshake (a client without one never reaches a
- * handler). */
-static int init_ssl(void *ssl_ctx, void *user_data)
-{
-	struct api *a = user_data;
-	SSL_CTX *ctx = ssl_ctx;
-	STACK_OF(X509_NAME) * names;
-	static const unsigned char sid[] = "cell-agent";
-
-	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION))
-		return tls_fail(a, "set", "TLS 1.2 minimum"), -1;
-	if (SSL_CTX_use_certificate_chain_file(ctx, a->crt) != 1)
-		return tls_fail(a, "load certificate", a->crt), -1;
-	if (SSL_CTX_use_PrivateKey_file(ctx, a->key, SSL_FILETYPE_PEM) != 1)
-		return tls_fail(a, "load key", a->key), -1;
-	if (SSL_CTX_check_private_key(ctx) != 1)
-		return tls_fail(a, "key does not match", a->crt), -1;
-	if (SSL_CTX_load_verify_locations(ctx, a->ca, NULL) != 1)
-		return tls_fail(a, "load CA", a->ca), -1;
-	names = SSL_load_client_CA_file(a->ca);
-	if (!names)
-		return tls_fail(a, "read CA names from", a->ca), -1;
-	SSL_CTX_set_client_CA_list(ctx, names);
-	SSL_CTX_set_verify(
-	    ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	SSL_CTX_set_verify_depth(ctx, 4);
-	/* Resumed sessions need an id context once peers are verified. */
-	SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
-	/* No TLS 1.3 tickets: they would be written behind the back of a
-	 * stream's pump thread; the controller does not resume anyway. */
-	SSL_CTX_set_num_tickets(ctx, 0);
-	return 1;
-}
-
 static int on_log(const struct mg_connection *c, const char *msg)
 {
 	(void)c;
@@ -2327,7 +2255,7 @@ static int check_file(const char *path, struct cerr *e)
 static int start_civetweb(struct api *a, const struct api_opts *o,
 			  struct cerr *e)
 {
-	char ports[128], threads[16];
+	char threads[16];
 	struct mg_callbacks cb = {.log_message = on_log};
 	const char *opts[40];
 	int n = 0;
@@ -2337,15 +2265,14 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 				   .text = errtxt,
 				   .text_buffer_size = sizeof(errtxt)};
 	struct mg_init_data init = {.callbacks = &cb, .user_data = a};
-	struct mg_server_port sp[4];
 
-	snprintf(ports, sizeof(ports), "%s%s%d%s",
-		 o->bind_addr ? o->bind_addr : "", o->bind_addr ? ":" : "",
-		 o->port, a->plain ? "" : "s");
 	snprintf(threads, sizeof(threads), "%d",
 		 o->num_threads > 0 ? o->num_threads : DEFAULT_THREADS);
 #define OPT(k, v) (opts[n++] = (k), opts[n++] = (v))
-	OPT("listening_ports", ports);
+	/* Connections come from the gate (agent/tls.c) once their handshake
+	 * is done, and only after the handlers below are set: civetweb
+	 * listens on nothing. */
+	OPT("listening_ports", "");
 	OPT("num_threads", threads);
 	OPT("request_timeout_ms", "15000");
 	OPT("enable_keep_alive", "yes");
@@ -2355,135 +2282,49 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 	OPT("max_request_size", "16384");
 	OPT("decode_url", "yes");
 	OPT("enable_directory_listing", "no");
-	OPT("listen_backlog", "128");
 	OPT("connection_queue", "64");
-	if (!a->plain) {
-		OPT("ssl_protocol_version", "4"); /* TLS 1.2 and later */
-		cb.init_ssl = init_ssl;
-	}
 #undef OPT
 	opts[n] = NULL;
 	init.configuration_options = opts;
 	a->ctx = mg_start2(&init, &ed);
 	if (!a->ctx)
-		return cerr_set(e, errcode == 0 ? EIO : EADDRINUSE,
-				"start the HTTPS server on %s: %s%s%s", ports,
-				errtxt, a->tls_err[0] ? ": " : "", a->tls_err);
+		return cerr_set(e, EIO, "start civetweb: %s", errtxt);
 	mg_set_request_handler(a->ctx, "**", on_request, a);
 	mg_set_websocket_handler(a->ctx, "**", ws_connect, ws_ready, ws_data,
 				 ws_close, a);
-	a->port = o->port;
-	if (mg_get_server_ports(a->ctx, 4, sp) > 0)
-		a->port = sp[0].port;
 	return 0;
 }
 
-/* ---- civetweb 1.15 on OpenSSL 3 ----
- *
- * Debian 12's libcivetweb was built for OpenSSL 1.1's API and loads libssl
- * with dlopen/dlsym at run time. One function of its table,
- * SSL_get_peer_certificate, is a macro in OpenSSL 3 (for
- * SSL_get1_peer_certificate), so dlsym finds nothing: civetweb refuses to
- * start TLS, or (after a first failed load has left its reference count
- * raised) calls a NULL pointer on the first handshake (civetweb issue
- * #1334). The table is an array of {name, category, pointer} in civetweb's
- * writable data; once civetweb has filled it, the one empty slot gets
- * OpenSSL 3's function, which has the same contract (a new reference the
- * caller frees). A civetweb that found the function itself is left
- * alone. */
-
-struct cw_ssl_func {
-	const char *name;
-	int category;
-	void (*ptr)(void);
-};
-
-struct cw_search {
-	const char *want; /* the function name as civetweb spells it */
-	int patched;
-};
-
-/* Where the string s (with its NUL) sits in the object's loaded
- * segments, after `from`. */
-static const char *cw_find_string(struct dl_phdr_info *info, const char *s,
-				  const char *from)
+static int hand_over(void *arg, int fd, void *ssl)
 {
-	size_t n = strlen(s) + 1;
+	struct api *a = arg;
 
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		const char *b = (const char *)(info->dlpi_addr + ph->p_vaddr);
-		const char *e = b + ph->p_memsz, *hit;
-
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_R))
-			continue;
-		if (from && from >= b && from < e)
-			b = from + 1;
-		else if (from && from >= e)
-			continue;
-		if (b < e && (hit = memmem(b, (size_t)(e - b), s, n)))
-			return hit;
-	}
-	return NULL;
+	return mg_hand_over_tls(a->ctx, fd, ssl);
 }
 
-/* A table slot naming str, empty, in a writable segment. */
-static struct cw_ssl_func *cw_find_slot(struct dl_phdr_info *info,
-					const char *str)
+static int start_gate(struct api *a, const struct api_opts *o, struct cerr *e)
 {
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t b = info->dlpi_addr + ph->p_vaddr;
-		uintptr_t e = b + ph->p_memsz;
+	struct tls_gate_opts g = {
+	    .bind_addr = o->bind_addr,
+	    .port = o->port,
+	    .files = {.ca = a->ca, .crt = a->crt, .key = a->key},
+	    .handshake_ms = o->handshake_ms,
+	    .per_source = o->per_source,
+	    .plain = a->plain,
+	    .hand_over = hand_over,
+	    .arg = a,
+	};
 
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
-			continue;
-		/* Aligned, with a whole entry on either side in the segment:
-		 * the slot's neighbours are named functions too. */
-		b = (b + sizeof(void *) - 1) & ~(uintptr_t)(sizeof(void *) - 1);
-		b += sizeof(struct cw_ssl_func);
-		for (; b + 2 * sizeof(struct cw_ssl_func) <= e;
-		     b += sizeof(void *)) {
-			struct cw_ssl_func *f = (struct cw_ssl_func *)b;
-
-			if (f->name == str && f->category == 0 && !f->ptr &&
-			    f[1].name && f[-1].name)
-				return f;
-		}
-	}
-	return NULL;
-}
-
-static int cw_patch(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct cw_search *cs = data;
-	const char *str = NULL;
-
-	(void)size;
-	if (!info->dlpi_name || !strstr(info->dlpi_name, "libcivetweb"))
-		return 0;
-	while ((str = cw_find_string(info, cs->want, str))) {
-		struct cw_ssl_func *f = cw_find_slot(info, str);
-
-		if (f) {
-			f->ptr = (void (*)(void))SSL_get1_peer_certificate;
-			cs->patched++;
-		}
-	}
-	return 1;
+	if (tls_gate_start(&g, &a->gate, e) < 0)
+		return cerr_prefix(e, "start the HTTPS server on port %d",
+				   o->port);
+	a->port = tls_gate_port(a->gate);
+	return 0;
 }
 
 static void init_library(void)
 {
-	struct cw_search cs = {.want = "SSL_get_peer_certificate"};
-
-	/* This fills civetweb's table (failing on the missing function or
-	 * not); the fix-up follows. */
 	mg_init_library(MG_FEATURES_TLS | MG_FEATURES_WEBSOCKET);
-	dl_iterate_phdr(cw_patch, &cs);
-	if (cs.patched)
-		log_debug("civetweb: supplied SSL_get_peer_certificate from "
-			  "OpenSSL 3");
 }
 
 int api_start(const struct api_opts *o, const struct api_backend *b,
@@ -2503,6 +2344,8 @@ int api_start(const struct api_opts *o, const struct api_backend *b,
 			1000000;
 	a->version = xstrdup(o->version ? o->version : CELL_VERSION);
 	a->packages_dir = xstrdup(o->packages_dir);
+	a->unpack_bin = o->unpack_bin ? xstrdup(o->unpack_bin)
+				      : pullproc_beside_self("cell-unpack");
 	a->ca = xasprintf("%s/ca.crt", o->boot_dir);
 	a->crt = xasprintf("%s/server.crt", o->boot_dir);
 	a->key = xasprintf("%s/server.key", o->boot_dir);
@@ -2523,6 +2366,8 @@ int api_start(const struct api_opts *o, const struct api_backend *b,
 	pthread_once(&once, init_library);
 	if (start_civetweb(a, o, e) < 0)
 		goto fail;
+	if (start_gate(a, o, e) < 0)
+		goto fail;
 	*out = a;
 	return 0;
 fail:
@@ -2534,6 +2379,7 @@ void api_stop(struct api *a)
 {
 	if (!a)
 		return;
+	tls_gate_stop(a->gate);
 	if (a->ctx)
 		mg_stop(a->ctx);
 	if (a->pkgdirfd >= 0)
@@ -2544,6 +2390,7 @@ void api_stop(struct api *a)
 	free(a->key);
 	free(a->version);
 	free(a->packages_dir);
+	free(a->unpack_bin);
 	free(a);
 }
 

@@ -64,6 +64,9 @@ struct api_opts {
 	/* Websocket keep-alive: ping period and how long a silent peer is
 	 * kept; 0 = WIRE.md's 10 s and 15 s (tests shorten them). */
 	int ws_ping_ms, ws_silence_ms;
+	const char *unpack_bin; /* cell-unpack: extracts deploy packages */
+	/* TLS handshake bounds (agent/tls.h); 0 = the defaults. */
+	int handshake_ms, per_source;
 };
 
 struct api;
@@ -80,8 +83,9 @@ int api_http_status(int err);
 
 /* ---- process spawning, for backends, exec and the volume tools ---- */
 
-#define API_SPAWN_SETSID 1u /* new session (and process group) */
-#define API_SPAWN_TTY 2u    /* stdio[0] becomes the controlling tty */
+#define API_SPAWN_SETSID 1u	 /* new session (and process group) */
+#define API_SPAWN_TTY 2u	 /* stdio[0] becomes the controlling tty */
+#define API_SPAWN_DIE_WITH_US 4u /* SIGKILL when the agent dies (helpers) */
 
 /* Start argv[0] (a path) with stdio[0..2] as its standard fds (-1: /dev/
  * null), every other fd closed, signals reset, envp (NULL: this process's

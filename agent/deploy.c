@@ -1,7 +1,7 @@
 /* Deploy packages, the parts that stay in the agent's process: the streamed
  * multipart parser, package names, and cleaning up after interrupted
  * deploys. The extractor is agent/package.c (it needs libarchive and runs
- * from the pull module, see agent/pullmod.h). */
+ * in the cell-unpack child, see agent/pullproc.h). */
 #include "deploy.h"
 
 #include <ctype.h>

@@ -21,7 +21,7 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
-#include "pullmod.h"
+#include "pullproc.h"
 #include "runtime.h"
 #include "supervisor.h"
 #include "util.h"
@@ -34,6 +34,7 @@ struct opts {
 	int port;
 	const char *boot_dir, *state_dir, *image_cache, *monitor_bin;
 	const char *boot_source, *boot_helper;
+	const char *pull_bin, *unpack_bin;
 	const char **insecure; /* NULL-terminated */
 	size_t n_insecure;
 	bool plain_http;
@@ -52,6 +53,8 @@ enum {
 	O_STATE,
 	O_CACHE,
 	O_MONITOR,
+	O_PULL_BIN,
+	O_UNPACK_BIN,
 	O_INSECURE_REG,
 	O_PLAIN,
 	O_POD_RESERVE,
@@ -74,6 +77,8 @@ static const struct option longopts[] = {
     {"state-dir", required_argument, NULL, O_STATE},
     {"image-cache", required_argument, NULL, O_CACHE},
     {"monitor-bin", required_argument, NULL, O_MONITOR},
+    {"pull-bin", required_argument, NULL, O_PULL_BIN},
+    {"unpack-bin", required_argument, NULL, O_UNPACK_BIN},
     {"insecure-registry", required_argument, NULL, O_INSECURE_REG},
     {"insecure-plain-http", no_argument, NULL, O_PLAIN},
     {"pod-memory-reserve", required_argument, NULL, O_POD_RESERVE},
@@ -105,6 +110,10 @@ static void usage(FILE *f)
 	    "  --monitor-bin PATH       cell-monitor (next to cell-agent)\n"
 	    "  --pod-memory-reserve Q   the pod may use the instance's memory\n"
 	    "                           minus Q (default 256Mi; off: no cap)\n"
+	    "  --pull-bin PATH          cell-pull, the image puller (next to\n"
+	    "                           cell-agent)\n"
+	    "  --unpack-bin PATH        cell-unpack, the deploy-package\n"
+	    "                           extractor (next to cell-agent)\n"
 	    "  --insecure-registry H    plain HTTP to registry H (repeatable)\n"
 	    "  --insecure-plain-http    TESTS ONLY: serve the API without TLS\n"
 	    "  --agent-log PATH         also log to PATH, size-rotated\n"
@@ -337,6 +346,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_MONITOR:
 			o->monitor_bin = optarg;
 			break;
+		case O_PULL_BIN:
+			o->pull_bin = optarg;
+			break;
+		case O_UNPACK_BIN:
+			o->unpack_bin = optarg;
+			break;
 		case O_INSECURE_REG:
 			o->insecure = xrealloc(
 			    o->insecure, (o->n_insecure + 2) * sizeof(char *));
@@ -537,6 +552,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .state_dir = o->state_dir,
 	    .image_cache = o->image_cache,
 	    .monitor_bin = o->monitor_bin,
+	    .pull_bin = o->pull_bin,
 	    .insecure_registries = o->insecure,
 	    .packages_dir = pkgs,
 	    .pod_memory_reserve = o->pod_memory_reserve,
@@ -559,6 +575,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .packages_dir = pkgs,
 	    .version = CELL_VERSION,
 	    .insecure_plain_http = o->plain_http,
+	    .unpack_bin = o->unpack_bin,
 	};
 	struct api *api = NULL;
 	struct cerr e = {0};
@@ -582,7 +599,6 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		sup_stop(ag.sup);
 		return 1;
 	}
-	pullmod_note_threads(); /* the API's workers are the agent's own */
 	log_info("cell-agent %s: serving %s on port %d", CELL_VERSION,
 		 o->plain_http ? "PLAIN HTTP" : "mutual TLS", api_port(api));
 	for (;;) {
@@ -618,6 +634,7 @@ int main(int argc, char **argv)
 	    .containers_log_dir = "/var/log/containers",
 	};
 	cleanup_free char *monitor = NULL, *helper = NULL;
+	cleanup_free char *pull = NULL, *unpack = NULL;
 	cleanup_free char *self = self_path();
 	struct bootrun_opts bo;
 	sigset_t sigs;
@@ -662,6 +679,10 @@ int main(int argc, char **argv)
 		  n - 1);
 	if (!o.monitor_bin)
 		o.monitor_bin = monitor = beside_self(self, "cell-monitor");
+	if (!o.pull_bin)
+		o.pull_bin = pull = beside_self(self, "cell-pull");
+	if (!o.unpack_bin)
+		o.unpack_bin = unpack = beside_self(self, "cell-unpack");
 	if (o.plain_http)
 		for (int i = 0; i < 3; i++)
 			log_warn(

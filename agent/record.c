@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "jsonutil.h"
+#include "pullproc.h"
 #include "sup-internal.h"
 #include "util.h"
 
@@ -33,6 +34,9 @@ void unit_state_copy(struct unit_state *dst, const struct unit_state *src)
 
 void unit_rec_free(struct unit_rec *u)
 {
+	if (u->pull) /* its descriptors leave the epoll set as they close */
+		pullproc_kill(u->pull);
+	free(u->pull);
 	free(u->name);
 	free(u->fingerprint);
 	free(u->image);

@@ -40,6 +40,7 @@ struct unit_rec {
 	bool ready;
 	int started; /* -1 null, 0, 1 */
 	int pidfd;
+	struct pullproc *pull;	   /* its image pull, while one runs */
 	struct unit_probes probes; /* this run's probes (when spec has any) */
 	struct unit_state state, last_state;
 	char *dir; /* <state>/units/<name>, units/init.<name> for init */
@@ -92,7 +93,10 @@ struct supervisor {
 };
 
 /* unit.c */
+/* Starts the run's image pull; unit_pull_event carries on. */
 int unit_start(struct supervisor *s, struct unit_rec *u);
+void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd);
+void unit_pull_cancel(struct supervisor *s, struct unit_rec *u);
 void unit_exited(struct supervisor *s, struct unit_rec *u);
 /* Stop the unit's run: SIGTERM, SIGKILL after grace seconds (the grace of
  * the spec that asked for the stop). */

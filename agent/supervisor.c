@@ -20,8 +20,8 @@
 #include "digest.h"
 #include "fsutil.h"
 #include "log.h"
-#include "pullmod.h"
 #include "runtime.h"
+#include "pullproc.h"
 #include "sup-internal.h"
 #include "util.h"
 #include "netaddr.h"
@@ -169,6 +169,7 @@ static void mark_changes(struct supervisor *s, const struct pod_spec *next)
 				u->restart_after_stop = true;
 				unit_stop(s, u, next->termination_grace_s);
 			} else if (u->phase != PH_STOPPING) {
+				unit_pull_cancel(s, u); /* the old image */
 				u->phase = PH_WAITING;
 				u->not_before_ns = 0;
 			}
@@ -260,6 +261,7 @@ static void drop_removed(struct supervisor *s)
 		struct unit_rec *u = &s->units[i];
 		if (u->removed && !active(u)) {
 			struct cerr e = {0};
+			unit_pull_cancel(s, u);
 			unit_drop_run(u, u->seq);
 			unit_drop_run(u, u->seq - 1);
 			if (fs_rm_rf(u->dir, &e) < 0)
@@ -274,7 +276,8 @@ static void drop_removed(struct supervisor *s)
 
 static bool due(const struct unit_rec *u)
 {
-	return u->phase == PH_WAITING && now_ns() >= u->not_before_ns;
+	return u->phase == PH_WAITING && !u->pull &&
+	       now_ns() >= u->not_before_ns;
 }
 
 /* Init units one after the other, each to success. Returns true once all
@@ -333,12 +336,7 @@ static void reconcile(struct supervisor *s)
 static int next_timeout_ms(const struct supervisor *s)
 {
 	uint64_t now = now_ns(), best = (uint64_t)TICK_MS * 1000000;
-	uint64_t unload = pullmod_next_due();
 
-	if (unload && unload <= now)
-		return 0;
-	if (unload && unload - now < best)
-		best = unload - now;
 	if (netagent_next_due(s) && netagent_next_due(s) <= now)
 		return 0;
 	if (netagent_next_due(s) && netagent_next_due(s) - now < best)
@@ -346,7 +344,8 @@ static int next_timeout_ms(const struct supervisor *s)
 
 	for (size_t i = 0; i < s->n_units; i++) {
 		const struct unit_rec *u = &s->units[i];
-		uint64_t due = u->phase == PH_WAITING ? u->not_before_ns
+		uint64_t due = u->pull			? 0
+			       : u->phase == PH_WAITING ? u->not_before_ns
 			       : u->phase == PH_RUNNING
 				   ? probes_next_due(&u->probes)
 				   : 0;
@@ -516,12 +515,22 @@ static void *sup_main(void *arg)
 			if (s->na.pid && ev[i].data.fd == s->na.pidfd)
 				netagent_exited(s);
 		for (int i = 0; i < n; i++)
-			for (size_t k = 0; k < s->n_units; k++)
-				if (ev[i].data.fd != s->evfd &&
-				    s->units[k].pidfd == ev[i].data.fd) {
-					unit_exited(s, &s->units[k]);
+			for (size_t k = 0; k < s->n_units; k++) {
+				struct unit_rec *u = &s->units[k];
+				int fd = ev[i].data.fd;
+
+				if (fd == s->evfd)
+					break;
+				if (u->pidfd == fd) {
+					unit_exited(s, u);
 					break;
 				}
+				if (u->pull && (u->pull->pidfd == fd ||
+						u->pull->outfd == fd)) {
+					unit_pull_event(s, u, fd);
+					break;
+				}
+			}
 		body = take_pending(s, &len, &quit);
 		if (quit) {
 			free(body);
@@ -531,7 +540,6 @@ static void *sup_main(void *arg)
 			take_spec(s, body, len);
 		reconcile(s);
 		publish(s);
-		pullmod_tick(now_ns());
 	}
 }
 
@@ -602,6 +610,7 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 	s->o.state_dir = xstrdup(o->state_dir);
 	s->o.image_cache = xstrdup(o->image_cache);
 	s->o.monitor_bin = xstrdup(o->monitor_bin);
+	s->o.pull_bin = xstrdup(o->pull_bin ? o->pull_bin : "cell-pull");
 	s->o.packages_dir = xstrdup(o->packages_dir);
 	s->o.pod_memory_reserve = o->pod_memory_reserve;
 	s->pod_memory_cap = pod_memory_cap(o->pod_memory_reserve);
@@ -672,6 +681,7 @@ static void sup_free(struct supervisor *s)
 	free((char *)s->o.state_dir);
 	free((char *)s->o.image_cache);
 	free((char *)s->o.monitor_bin);
+	free((char *)s->o.pull_bin);
 	free((char *)s->o.packages_dir);
 	free((char *)s->o.containers_log_dir);
 	close(s->evfd);

@@ -16,6 +16,7 @@ struct sup_opts {
 	const char *state_dir;	 /* source of truth; survives restarts */
 	const char *image_cache; /* cell-pull workdir */
 	const char *monitor_bin; /* path of cell-monitor */
+	const char *pull_bin;	 /* path of cell-pull */
 	const char *const *insecure_registries;
 	const char *packages_dir; /* deploy packages: <dir>/<name>/ */
 	/* The pod's units together may use the instance's memory minus this

@@ -18,7 +18,8 @@
 #include "fsutil.h"
 #include "log.h"
 #include "podrun.h"
-#include "pullmod.h"
+#include "pull-internal.h"
+#include "pullproc.h"
 #include "runtime.h"
 #include "sup-internal.h"
 #include "sysctl.h"
@@ -93,28 +94,89 @@ static bool flat_rootfs(const struct pod_spec *pod)
 	return false;
 }
 
-static int pull(struct supervisor *s, struct unit_rec *u, const char *run,
-		const struct pullmod_ops *m, struct pull_result *pr,
-		struct cerr *e)
+/* Start cell-pull for the unit's image; the supervisor's loop watches it
+ * (unit_pull_event). Credentials go in on its stdin. */
+static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
+		      struct cerr *e)
 {
 	const struct credential *c = creds_for(&s->spec, u->spec->image);
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
-	struct pull_opts po = {
-	    .image = u->spec->image,
-	    .workdir = s->o.image_cache,
-	    .username = c ? c->username : NULL,
-	    .password = c ? c->password : NULL,
-	    .insecure = (const char *const *)s->insecure,
-	};
+	cleanup_free char *config = xasprintf("%s/image-config.json", run);
+	const char *argv[64 + 2 * 32];
+	int n = 0, credfd = -1, rc;
+	struct epoll_event ev = {.events = EPOLLIN};
 
-	if (flat_rootfs(&s->spec)) {
-		po.extract_to = root;
-	} else {
-		po.mount_at = root;
-		po.upper_dir = upper;
+	argv[n++] = s->o.pull_bin;
+	argv[n++] = "--image";
+	argv[n++] = u->spec->image;
+	argv[n++] = "--workdir";
+	argv[n++] = s->o.image_cache;
+	argv[n++] = flat_rootfs(&s->spec) ? "--extract-to" : "--mount";
+	argv[n++] = root;
+	if (!flat_rootfs(&s->spec)) {
+		argv[n++] = "--upper-dir";
+		argv[n++] = upper;
 	}
-	return m->pull_image(&po, pr, e);
+	argv[n++] = "--save-config";
+	argv[n++] = config;
+	argv[n++] = "--progress";
+	argv[n++] = "json";
+	for (size_t i = 0; s->insecure && s->insecure[i] && i < 32; i++) {
+		argv[n++] = "--insecure-registry";
+		argv[n++] = s->insecure[i];
+	}
+	if (c) {
+		credfd = pullproc_creds(c->username, c->password, e);
+		if (credfd < 0)
+			return -1;
+		argv[n++] = "--credentials-fd";
+		argv[n++] = "0";
+	}
+	argv[n] = NULL;
+	u->pull = xcalloc(1, sizeof(*u->pull));
+	rc = pullproc_spawn((char *const *)argv, credfd, u->pull, e);
+	if (credfd >= 0)
+		close(credfd);
+	if (rc < 0) {
+		free(u->pull);
+		u->pull = NULL;
+		return -1;
+	}
+	/* By fd, as unit_watch: the record array moves. */
+	ev.data.fd = u->pull->pidfd;
+	epoll_ctl(s->epfd, EPOLL_CTL_ADD, u->pull->pidfd, &ev);
+	ev.data.fd = u->pull->outfd;
+	epoll_ctl(s->epfd, EPOLL_CTL_ADD, u->pull->outfd, &ev);
+	return 0;
+}
+
+/* Stop watching the unit's pull; kill it when it still runs. */
+void unit_pull_cancel(struct supervisor *s, struct unit_rec *u)
+{
+	if (!u->pull)
+		return;
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->pidfd, NULL);
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
+	pullproc_kill(u->pull);
+	free(u->pull);
+	u->pull = NULL;
+	unit_drop_run(u, u->seq + 1); /* its half-made rootfs */
+}
+
+static int read_image_config(const char *run, struct image_config *ic,
+			     struct cerr *e)
+{
+	cleanup_free char *path = xasprintf("%s/image-config.json", run);
+	struct buf b;
+	int rc;
+
+	buf_init(&b, 8u << 20);
+	rc = fs_read_file(path, &b, e);
+	if (rc == 0)
+		rc = image_config_parse(b.data ? b.data : "", b.len, ic, e);
+	buf_free(&b);
+	return rc < 0 ? cerr_prefix(e, "image config") : 0;
 }
 
 /* What the container writes at terminationMessagePath lands here. */
@@ -357,61 +419,89 @@ static int watch_run(struct supervisor *s, struct unit_rec *u, const char *run,
 	return 0;
 }
 
-static int prepare_and_start(struct supervisor *s, struct unit_rec *u,
-			     const char *run, struct cerr *e, bool *pulled)
+/* After the pull: the recipe, then cell-monitor. */
+static int configure_and_start(struct supervisor *s, struct unit_rec *u,
+			       const char *run, struct cerr *e)
 {
-	const struct pullmod_ops *m;
-	struct pull_result pr;
+	struct image_config ic = {0};
 	struct run_config rc;
 	int ret;
 
-	*pulled = false;
-	m = pullmod_get(e);
-	if (!m)
+	if (read_image_config(run, &ic, e) < 0)
 		return -1;
-	if (pull(s, u, run, m, &pr, e) < 0) {
-		pullmod_put();
-		return -1;
-	}
-	*pulled = true;
-	ret = build_config(s, u, run, &pr.config, &rc, e);
+	ret = build_config(s, u, run, &ic, &rc, e);
 	if (ret == 0)
 		ret = write_config(run, &rc, e);
 	runconfig_free(&rc);
-	m->pull_result_free(&pr);
-	pullmod_put();
+	image_config_free(&ic);
 	if (ret < 0)
 		return -1;
-	if (runtime_start(s->o.monitor_bin, run, e) < 0)
-		return -1;
-	return 0;
+	return runtime_start(s->o.monitor_bin, run, e);
 }
 
+static void start_failed(struct unit_rec *u, bool pulled, const struct cerr *e)
+{
+	struct cerr ignore = {0};
+
+	log_warn("unit %s: %s", u->name, e->msg);
+	if (!pulled) {
+		/* Image trouble is often passing: retry later. */
+		cleanup_free char *why = xasprintf("ErrImagePull: %s", e->msg);
+		set_waiting(u, why, false);
+		u->not_before_ns = now_ns() + backoff_ns(++u->backoff_n);
+	} else {
+		set_waiting(u, e->msg, true);
+		u->phase = PH_FAILED;
+	}
+	unit_drop_run(u, u->seq + 1);
+	record_save(u, &ignore);
+}
+
+/* The next run begins with its image pull, in a child the supervisor's
+ * loop watches; unit_pull_event carries on when it ends. */
 int unit_start(struct supervisor *s, struct unit_rec *u)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
 	struct cerr e = {0};
-	bool pulled = false;
-	int r;
 
 	unit_drop_run(u, u->seq - 1); /* keep only the previous run */
 	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0 ||
-	    prepare_and_start(s, u, run, &e, &pulled) < 0) {
-		log_warn("unit %s: %s", u->name, e.msg);
-		if (!pulled) {
-			/* Image trouble is often passing: retry later. */
-			cleanup_free char *why =
-			    xasprintf("ErrImagePull: %s", e.msg);
-			set_waiting(u, why, false);
-			u->not_before_ns =
-			    now_ns() + backoff_ns(++u->backoff_n);
-		} else {
-			set_waiting(u, e.msg, true);
-			u->phase = PH_FAILED;
-		}
-		unit_drop_run(u, u->seq + 1);
-		record_save(u, &e);
+	    pull_start(s, u, run, &e) < 0) {
+		start_failed(u, false, &e);
 		return -1;
+	}
+	return 0;
+}
+
+/* An event on one of the unit's pull's descriptors (fd). */
+void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
+{
+	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
+	struct cerr e = {0};
+	int r;
+
+	if (fd == u->pull->outfd) {
+		pullproc_drain(u->pull);
+		return;
+	}
+	if (!u->spec) { /* removed meanwhile */
+		unit_pull_cancel(s, u);
+		unit_drop_run(u, u->seq + 1);
+		return;
+	}
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->pidfd, NULL);
+	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
+	r = pullproc_finish(u->pull, &e);
+	free(u->pull);
+	u->pull = NULL;
+	if (r < 0) {
+		cerr_prefix(&e, "pull %s", u->spec ? u->spec->image : "");
+		start_failed(u, false, &e);
+		return;
+	}
+	if (configure_and_start(s, u, run, &e) < 0) {
+		start_failed(u, true, &e);
+		return;
 	}
 	if (u->seq > 0)
 		u->restart_count++;
@@ -420,7 +510,6 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	record_save(u, &e);
 	if (r > 0)
 		unit_exited(s, u);
-	return r < 0 ? -1 : 0;
 }
 
 /* The termination message: what the unit wrote to its
@@ -539,6 +628,7 @@ void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 	cleanup_free char *run = unit_run_dir(u, u->seq);
 	struct cerr e = {0};
 
+	unit_pull_cancel(s, u);
 	if (u->phase != PH_RUNNING)
 		return;
 	if (runtime_stop(run, (int)grace, &e) < 0)

@@ -5,7 +5,9 @@ pick, in one run on this machine:
       of the same (flattened) rootfs; ratio of medians (target <= 1.0x);
   (b) status requests per second over kept-alive mutual TLS with 16
       concurrent clients, and p99 latency (target >= 5,000/s);
-  (c) the agent's RSS, idle with one pod running (target <= 8 MiB).
+  (c) the agent's RSS, idle with one pod running (target <= 8 MiB);
+  (d) status reply times while a ~100 MB image is pulled (by the cell-pull
+      child), against the same with nothing pulled.
 
 Prints the numbers; asserts nothing. Run through bench/agent.sh.
 """
@@ -22,14 +24,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "pylib"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
-from images import Image, busybox_layer, push  # noqa: E402
+from images import Image, busybox_layer, push, random_layer  # noqa: E402
 from registry import Registry  # noqa: E402
 from wire import pod_params, unit  # noqa: E402
 from test_agent_api import start_agent  # noqa: E402
 
 BUILD = os.environ.get("CELL_BUILD", os.path.join(HERE, "..", "build"))
 REPS = int(os.environ.get("BENCH_REPS", "10"))
-LINGER_S = 10
 
 
 def rss_kib(pid: int) -> int:
@@ -40,9 +41,33 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-def module_mapped(pid: int) -> bool:
+def heavy_mapped(pid: int) -> bool:
     with open(f"/proc/{pid}/maps") as f:
-        return any("pullmod.so" in line or "libcurl" in line for line in f)
+        return any("libcurl" in line or "libarchive" in line for line in f)
+
+
+def status_times(c, until) -> list:
+    out = []
+    while not until(out):
+        t0 = time.monotonic()
+        st = c.status()
+        out.append((time.monotonic() - t0, st))
+        time.sleep(0.005)
+    return [t for t, _ in out]
+
+
+def big_pull(c, img: str) -> tuple:
+    """Status reply times (ms) idle, then during the pull of img."""
+    idle = status_times(c, lambda out: len(out) >= 200)
+    c.update_pod(pod_params("bench_pod", units=[unit(
+        "big", img, command=["/bin/busybox", "sleep", "1000"])],
+                            terminationGracePeriodSeconds=0))
+
+    def running(out):
+        return out and any(u["name"] == "big" and "running" in (u.get("state") or {})
+                           for u in out[-1][1]["unitStatus"])
+    during = status_times(c, running)
+    return [t * 1000 for t in idle], [t * 1000 for t in during]
 
 
 def time_to_running(c, img: str, i: int) -> float:
@@ -97,11 +122,9 @@ def main():
             c.update_pod(pod_params("bench_pod", units=[unit(
                 "idle", img, command=["/bin/busybox", "sleep", "1000"])],
                                     terminationGracePeriodSeconds=0))
-            # Idle: the pull module unloads once unused for its linger
-            # time (10 s, agent/pullmod.h).
-            time.sleep(LINGER_S + 2)
+            time.sleep(2)
             rss = rss_kib(a.proc.pid)
-            heavy = module_mapped(a.proc.pid)
+            heavy = heavy_mapped(a.proc.pid)
             load = subprocess.run(
                 [os.path.join(BUILD, "bench", "statusload"),
                  f"https://MilpaNode:{a.port}/rest/v1/status", a.ca.cert_path,
@@ -114,6 +137,10 @@ def main():
                            check=True)
             bundle = runc_bundle(work, rootfs)
             runc_t = [time_runc(bundle, i) for i in range(REPS)]
+            push(reg, "bench/big", "v1", Image(
+                [busybox_layer(), random_layer(100 << 20, seed=b"bench")],
+                config={"Cmd": ["/bin/sh"]}))
+            idle_ms, during_ms = big_pull(c, f"{reg.host}/bench/big:v1")
         finally:
             c.update_pod(pod_params("bench_pod", terminationGracePeriodSeconds=0))
             time.sleep(1)
@@ -127,7 +154,11 @@ def main():
     if load.returncode:
         print(f"    load generator: {load.stderr.strip()}")
     print(f"(c) agent RSS, idle with one pod: {rss / 1024:.1f} MiB (target <= 8); "
-          f"pull module {'STILL LOADED' if heavy else 'unloaded'}")
+          f"libcurl/libarchive {'MAPPED' if heavy else 'not mapped'}")
+    print(f"(d) status during a 100 MB pull: p50 {statistics.median(during_ms):.2f} ms, "
+          f"max {max(during_ms):.1f} ms over {len(during_ms)} replies; idle: p50 "
+          f"{statistics.median(idle_ms):.2f} ms, max {max(idle_ms):.1f} ms; "
+          f"max ratio {max(during_ms) / max(idle_ms):.1f}x")
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -2,6 +2,7 @@
  * rootfs or an overlay mount over a content-addressed layer cache. */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -9,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "fsutil.h"
+#include "jsonutil.h"
 #include "log.h"
 #include "pull.h"
 #include "util.h"
@@ -25,6 +28,8 @@ struct cli {
 	const char *save_config;
 	const char *unmount;
 	bool gc;
+	int creds_fd; /* -1, or where {"username","password"} comes from */
+	char *creds_user, *creds_pass;
 	enum progress_mode progress;
 	int verbose;
 };
@@ -47,6 +52,9 @@ static const char usage_text[] =
     "  --workdir DIR            cache root (default /var/lib/cell/images)\n"
     "  --username U, --password P   registry credentials\n"
     "  --auth-file FILE         credentials from a docker config.json\n"
+    "  --credentials-fd N       credentials as JSON "
+    "{\"username\",\"password\"}\n"
+    "                           read from descriptor N (never argv or env)\n"
     "  --parallel N             layers fetched at once (default 4)\n"
     "  --validate-cache         re-hash cached blobs before using them\n"
     "  --insecure-registry H    use plain HTTP for host H[:port]; repeatable\n"
@@ -88,6 +96,7 @@ enum {
 	OPT_UNMOUNT,
 	OPT_GC,
 	OPT_VERSION,
+	OPT_CREDS_FD,
 };
 
 static const struct option longopts[] = {
@@ -113,6 +122,7 @@ static const struct option longopts[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
+    {"credentials-fd", required_argument, NULL, OPT_CREDS_FD},
     {NULL, 0, NULL, 0},
 };
 
@@ -226,6 +236,11 @@ static int parse_opt(struct cli *c, int opt, const char *arg)
 	case OPT_PARALLEL:
 		return int_arg("parallel", arg, 1, 32, &c->o.parallel) < 0 ? 2
 									   : -1;
+	case OPT_CREDS_FD:
+		return int_arg("credentials-fd", arg, 0, 1 << 20,
+			       &c->creds_fd) < 0
+			   ? 2
+			   : -1;
 	case OPT_RETRIES:
 		return int_arg("retries", arg, 0, 100, &c->o.retries) < 0 ? 2
 									  : -1;
@@ -341,6 +356,52 @@ static int save_config(const char *path, const struct pull_result *r)
 	return 0;
 }
 
+/* Credentials from a descriptor (the agent's pipe): a JSON object, small. */
+static int read_credentials(struct cli *c)
+{
+	struct buf b;
+	struct cerr e = {0};
+	json_t *j = NULL;
+	int rc = 1;
+
+	buf_init(&b, 64 * 1024);
+	if (fs_read_fd(c->creds_fd, &b, &e) < 0 ||
+	    !(j = json_parse_object(b.data ? b.data : "", b.len, &e))) {
+		fprintf(stderr, "cell-pull: credentials: %s\n", e.msg);
+		goto out;
+	}
+	c->creds_user = jstrdup(j, "username");
+	c->creds_pass = jstrdup(j, "password");
+	c->o.username = c->creds_user;
+	c->o.password = c->creds_pass;
+	rc = 0;
+out:
+	json_decref(j);
+	if (b.data)
+		explicit_bzero(b.data, b.len);
+	buf_free(&b);
+	return rc;
+}
+
+/* In JSON mode the failure is a line too, for the agent to show. */
+static void report_error(const struct cli *c, const struct cerr *e)
+{
+	json_t *j;
+	char *line;
+
+	fprintf(stderr, "cell-pull: %s\n", e->msg);
+	if (c->progress != PROG_JSON)
+		return;
+	j = json_pack("{s:s, s:i, s:s}", "event", "error", "code", e->code,
+		      "message", e->msg);
+	line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (line)
+		printf("%s\n", line);
+	fflush(stdout);
+	free(line);
+	json_decref(j);
+}
+
 static int run_pull(struct cli *c)
 {
 	static struct tty_state tty;
@@ -356,10 +417,12 @@ static int run_pull(struct cli *c)
 		c->o.progress = progress_tty;
 		c->o.progress_arg = &tty;
 	}
+	if (c->creds_fd >= 0 && read_credentials(c) != 0)
+		return 1;
 	if (pull_image(&c->o, &r, &e) < 0) {
 		if (c->progress == PROG_TTY)
 			fputc('\n', stderr);
-		fprintf(stderr, "cell-pull: %s\n", e.msg);
+		report_error(c, &e);
 		return 1;
 	}
 	log_info("pulled %s (%s): %d layers, %d cached, %.3f s", c->o.image,
@@ -372,7 +435,7 @@ static int run_pull(struct cli *c)
 
 int main(int argc, char **argv)
 {
-	struct cli c = {0};
+	struct cli c = {.creds_fd = -1};
 	struct cerr e = {0};
 	int r = parse_args(&c, argc, argv);
 
@@ -400,5 +463,10 @@ int main(int argc, char **argv)
 		       (double)st.removed_bytes / 1e6);
 		return 0;
 	}
-	return run_pull(&c);
+	r = run_pull(&c);
+	if (c.creds_pass)
+		explicit_bzero(c.creds_pass, strlen(c.creds_pass));
+	free(c.creds_user);
+	free(c.creds_pass);
+	return r;
 }

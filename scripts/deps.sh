@@ -10,8 +10,9 @@ PKGS=(
 	# build
 	build-essential pkg-config clang clang-format
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
-	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcivetweb-dev libcap-dev
+	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
+	dpkg-dev # apt-get source: civetweb is built from Debian's source package
 	# tests: real parts
 	docker-registry apache2-utils busybox-static skopeo umoci runc
 	python3-pytest python3-requests python3-cryptography python3-websocket
@@ -30,15 +31,64 @@ for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
 		missing+=("$p")
 done
+export DEBIAN_FRONTEND=noninteractive
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps.sh: all ${#PKGS[@]} packages present"
+else
+	echo "deps.sh: installing ${missing[*]}"
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	# The registry package starts a system service on :5000; tests run
+	# their own.
+	if command -v systemctl >/dev/null &&
+		systemctl is-active -q docker-registry 2>/dev/null; then
+		systemctl disable --now docker-registry || true
+	fi
+fi
+
+# civetweb: Debian's source package (signed by the archive), exactly this
+# version, with our small patch (scripts/civetweb.patch: TLS handshakes
+# done by the agent, see agent/tls.c), unpacked under .deps/ (not in git).
+# The Makefile builds it against OpenSSL 3 (no dlopen) into a static
+# library. Debian 12's binary package was built for OpenSSL 1.1.
+CIVETWEB_VERSION=1.15+dfsg-4
+root=$(cd "$(dirname "$0")/.." && pwd)
+deps="$root/.deps"
+patch="$root/scripts/civetweb.patch"
+stamp="$CIVETWEB_VERSION $(sha256sum <"$patch" | cut -d' ' -f1)"
+if [ "$(cat "$deps/civetweb/.cell-stamp" 2>/dev/null)" = "$stamp" ]; then
 	exit 0
 fi
-echo "deps.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
-# The registry package starts a system service on :5000; tests run their own.
-if command -v systemctl >/dev/null && systemctl is-active -q docker-registry 2>/dev/null; then
-	systemctl disable --now docker-registry || true
+# A deb-src twin of each Debian archive entry the machine uses (deb822).
+src=/etc/apt/sources.list.d/cell-deb-src.sources
+if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/*.sources &&
+	! grep -qs '^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list; then
+	awk 'BEGIN { RS = ""; ORS = "\n\n" }
+	     /Signed-By: \/usr\/share\/keyrings\/debian-archive-keyring.gpg/ &&
+	     /Types:[^\n]*deb/ { sub(/Types:[^\n]*/, "Types: deb-src"); print }' \
+		/etc/apt/sources.list.d/*.sources >"$src.tmp"
+	if ! grep -q 'deb-src' "$src.tmp"; then
+		sed -n 's/^deb \(.*debian.*\)/deb-src \1/p' /etc/apt/sources.list \
+			>"${src%.sources}.list"
+		rm -f "$src.tmp"
+	else
+		mv "$src.tmp" "$src"
+	fi
+	apt-get update -q
 fi
+work=$(mktemp -d "$deps/civetweb.XXXXXX" 2>/dev/null ||
+	{ mkdir -p "$deps" && mktemp -d "$deps/civetweb.XXXXXX"; })
+chmod 755 "$work" # apt fetches as _apt
+trap 'rm -rf "$work"' EXIT
+(cd "$work" && apt-get source -q "civetweb=$CIVETWEB_VERSION" >/dev/null)
+dir="$work/civetweb-${CIVETWEB_VERSION%-*}"
+got=$(dpkg-parsechangelog -l "$dir/debian/changelog" -S Version)
+if [ "$got" != "$CIVETWEB_VERSION" ]; then
+	echo "deps.sh: civetweb source is $got, want $CIVETWEB_VERSION" >&2
+	exit 1
+fi
+patch -d "$dir" -p1 --quiet <"$patch"
+echo "$stamp" >"$dir/.cell-stamp"
+rm -rf "$deps/civetweb"
+mv "$dir" "$deps/civetweb"
+echo "deps.sh: civetweb $CIVETWEB_VERSION unpacked and patched in $deps/civetweb"

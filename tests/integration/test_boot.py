@@ -536,13 +536,11 @@ def test_itzoflag_not_a_boolean_is_ignored_loudly(controller, agents, tmp_path):
 
 def install_tree(d: str) -> str:
     """bin/ and lib/cell/ as `make install` lays them out; returns bin/cell-agent."""
-    for sub, names in (("bin", ("cell-agent", "cell-monitor", "cell-boot")),):
+    for sub, names in (("bin", ("cell-agent", "cell-monitor", "cell-boot", "cell-pull",
+                                "cell-unpack")),):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
         for n in names:
             shutil.copy2(os.path.join(CELL_BUILD, "bin", n), os.path.join(d, sub, n))
-    os.makedirs(os.path.join(d, "lib", "cell"), exist_ok=True)
-    shutil.copy2(os.path.join(CELL_BUILD, "lib", "cell", "pullmod.so"),
-                 os.path.join(d, "lib", "cell", "pullmod.so"))
     return os.path.join(d, "bin", "cell-agent")
 
 
@@ -754,7 +752,7 @@ def test_make_install_units_and_helpers_beside_the_agent(controller, agents, tmp
     assert r.returncode == 0, r.stderr
     for n in ("cell-agent", "cell-boot", "cell-monitor", "cell-cloudinit", "cell-pull"):
         assert os.access(f"{prefix}/bin/{n}", os.X_OK), n
-    assert os.path.isfile(f"{prefix}/lib/cell/pullmod.so")
+    assert os.access(f"{prefix}/bin/cell-unpack", os.X_OK)  # the agent's helper
     assert os.path.isfile(f"{prefix}/share/doc/cell/boot.md")
     units = [f"{prefix}/systemd/cell-agent.service", f"{prefix}/systemd/cell-cloudinit.service"]
     v = subprocess.run(["systemd-analyze", "verify", *units], capture_output=True, text=True)
@@ -845,7 +843,7 @@ def test_custom_image_cloud_config_installs_the_release(release, tmp_path, good)
         if good:
             assert r.returncode == 0, log[-3000:]
             assert sha256(installed) == sha256(os.path.join(CELL_BUILD, "bin", "cell-agent"))
-            assert os.path.isfile(cell.path("usr/local/lib/cell/pullmod.so"))
+            assert os.access(cell.path("usr/local/bin/cell-unpack"), os.X_OK)
             assert os.path.isfile(cell.path("etc/systemd/system/cell-agent.service"))
             assert os.access(cell.path("etc/init.d/cell-agent"), os.X_OK)
             assert "download" in log and "failed (try 1)" in log and "(try 2)" in log

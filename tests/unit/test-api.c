@@ -1463,6 +1463,19 @@ static int image(const char *name, uint64_t bytes)
 	return fd;
 }
 
+/* Checked pread/pwrite (the test fails on a short transfer). */
+static void pw(int fd, const void *b, size_t n, off_t off)
+{
+	if (pwrite(fd, b, n, off) != (ssize_t)n)
+		ok(0, "pwrite %zu bytes at %lld", n, (long long)off);
+}
+
+static void pr(int fd, void *b, size_t n, off_t off)
+{
+	if (pread(fd, b, n, off) != (ssize_t)n)
+		ok(0, "pread %zu bytes at %lld", n, (long long)off);
+}
+
 static void write_gpt(int fd, uint64_t sectors, uint64_t first, uint64_t last,
 		      uint64_t first2)
 {
@@ -1494,9 +1507,9 @@ static void write_gpt(int fd, uint64_t sectors, uint64_t first, uint64_t last,
 	put32le(hdr + 84, 128);
 	put32le(hdr + 88, crc32_slow(ents, 128 * 128));
 	put32le(hdr + 16, crc32_slow(hdr, 92));
-	pwrite(fd, mbr, 512, 0);
-	pwrite(fd, hdr, 512, 512);
-	pwrite(fd, ents, 128 * 128, 1024);
+	pw(fd, mbr, 512, 0);
+	pw(fd, hdr, 512, 512);
+	pw(fd, ents, 128 * 128, 1024);
 	free(ents);
 }
 
@@ -1515,7 +1528,7 @@ static void test_grow_table(void)
 	put32le(mbr + 446 + 12, 20480);
 	mbr[510] = 0x55;
 	mbr[511] = 0xaa;
-	pwrite(fd, mbr, 512, 0);
+	pw(fd, mbr, 512, 0);
 	ok(files_grow_table(fd, 1, &start, &len, &e) == 0 &&
 	       start == 2048 * 512 && len == (64 << 20) - 2048 * 512,
 	   "MBR: partition 1 grown to the end of the disk (%s)", e.msg);
@@ -1530,7 +1543,7 @@ static void test_grow_table(void)
 	mbr[462 + 4] = 0x83;
 	put32le(mbr + 462 + 8, 65536);
 	put32le(mbr + 462 + 12, 2048);
-	pwrite(fd, mbr, 512, 0);
+	pw(fd, mbr, 512, 0);
 	ok(files_grow_table(fd, 1, &start, &len, &e) == 0 &&
 	       len == (65536 - 2048) * 512ull,
 	   "MBR: grown up to the next partition");
@@ -1545,9 +1558,9 @@ static void test_grow_table(void)
 	       start == 2048 * 512 &&
 	       len == ((96 << 20) / 512 - 34 - 2048 + 1) * 512ull,
 	   "GPT: grown to the last usable sector (%s)", e.msg);
-	pread(fd, hdr, 512, 512);
-	pread(fd, bk, 512, (96 << 20) - 512);
-	pread(fd, ents, 128 * 128, 1024);
+	pr(fd, hdr, 512, 512);
+	pr(fd, bk, 512, (96 << 20) - 512);
+	pr(fd, ents, 128 * 128, 1024);
 	{
 		uint32_t crc = get32le(hdr + 16);
 		put32le(hdr + 16, 0);
@@ -1569,8 +1582,8 @@ static void test_grow_table(void)
 	       len == (40000 - 2048) * 512ull,
 	   "GPT: grown up to the next partition");
 	/* A damaged header is refused, not rewritten. */
-	pwrite(fd, "X", 1, 512 + 100 - 8);
-	pwrite(fd, "\xff", 1, 512 + 16);
+	pw(fd, "X", 1, 512 + 100 - 8);
+	pw(fd, "\xff", 1, 512 + 16);
 	ok(files_grow_table(fd, 1, &start, &len, &e) < 0 && e.code == EINVAL,
 	   "GPT: a bad checksum is refused (%s)", e.msg);
 	close(fd);
@@ -1700,7 +1713,7 @@ int main(void)
 	struct api *a = NULL;
 	struct cerr e = {0};
 	const char *bench = getenv("CELL_API_BENCH");
-	char *pk, *logs;
+	char *pk, *logs, *unpack;
 
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(dir, sizeof(dir), "/tmp/test-api-XXXXXX");
@@ -1716,6 +1729,10 @@ int main(void)
 	pk = dpath("packages");
 	o.boot_dir = boot;
 	o.packages_dir = pk;
+	/* The extractor runs as a child: the build's cell-unpack. */
+	o.unpack_bin = unpack =
+	    xasprintf("%s/bin/cell-unpack",
+		      getenv("CELL_BUILD") ? getenv("CELL_BUILD") : "build");
 	curl_global_init(CURL_GLOBAL_ALL);
 	ok(api_start(&o, &fake, &a, &e) == 0, "api_start (%s)", e.msg);
 	if (!a)
@@ -1744,6 +1761,7 @@ int main(void)
 		   "missing boot files: a clear error (%s)", e.msg);
 	}
 	free(pk);
+	free(unpack);
 	curl_global_cleanup();
 	return tap_done();
 }
