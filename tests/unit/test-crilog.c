@@ -459,8 +459,9 @@ static void test_link(void)
 	       !strcmp(name, again) && strcmp(name, other),
 	   "link name: <pod>_<ns>_<unit>-<64 hex>.log, one per run (%s)", name);
 	fs_mkdir_p(d, 0755, &e);
-	symlink("/nonexistent/x", dangling);
-	symlink("/nonexistent/y", foreign);
+	ok(symlink("/nonexistent/x", dangling) == 0 &&
+	       symlink("/nonexistent/y", foreign) == 0,
+	   "two dangling links planted");
 	ok(crilog_link(log, name, &e) == 0, "link made (%s)", e.msg);
 	n = readlink(name, got, sizeof(got) - 1);
 	ok(n > 0 && (got[n] = 0, !strcmp(got, log)), "it points at the log");
