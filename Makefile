@@ -40,7 +40,7 @@ SAN ?=
 HARDEN := -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3 -fstack-protector-strong
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	-Iagent -Inetsetup -Iboot -Icontroller -I$(CIVETWEB)/include $(PKG_CFLAGS) \
+	-Iagent -Iruntime -Inetsetup -Iboot -Icontroller -I$(CIVETWEB)/include $(PKG_CFLAGS) \
 	-fno-strict-aliasing $(HARDEN) -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/pullproc.h).
@@ -59,18 +59,19 @@ CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
 CTL_SRC := $(filter-out controller/main.c,$(wildcard controller/*.c))
-AGENT_SRC := $(filter-out agent/main.c agent/monitor-main.c \
-	agent/unpack-main.c,$(wildcard agent/*.c))
+AGENT_SRC := $(filter-out agent/main.c agent/unpack-main.c,$(wildcard agent/*.c))
+RUNTIME_SRC := $(filter-out runtime/main.c,$(wildcard runtime/*.c))
 
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
 CINIT_LIB := $(OUT)/lib/libcloudinit.a
 BOOT_LIB := $(OUT)/lib/libboot.a
 AGENT_LIB := $(OUT)/lib/libagent.a
+RUNTIME_LIB := $(OUT)/lib/libruntime.a
 NET_LIB := $(OUT)/lib/libnetsetup.a
 CTL_LIB := $(OUT)/lib/libcellctl.a
 CIVETWEB_LIB := $(OUT)/lib/libcivetweb.a
-LIBS := $(CTL_LIB) $(AGENT_LIB) $(CIVETWEB_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) \
+LIBS := $(CTL_LIB) $(AGENT_LIB) $(RUNTIME_LIB) $(CIVETWEB_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) \
 	$(CINIT_LIB) $(COMMON_LIB)
 
 BINS := $(OUT)/bin/cell-pull
@@ -78,7 +79,7 @@ BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
 BINS += $(if $(wildcard netsetup/main.c),$(OUT)/bin/cell-net)
 BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
 BINS += $(if $(wildcard boot/main.c),$(OUT)/bin/cell-boot)
-BINS += $(if $(wildcard agent/monitor-main.c),$(OUT)/bin/cell-monitor)
+BINS += $(if $(wildcard runtime/main.c),$(OUT)/bin/cell-monitor)
 BINS += $(if $(wildcard controller/main.c),$(OUT)/bin/cellctl)
 # cellctl's instance data (Kip's JSON format), beside the binary's prefix.
 CTL_DATA := $(OUT)/share/cell/aws-us-east-1.json
@@ -145,6 +146,10 @@ $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(RUNTIME_LIB): $(call obj,$(RUNTIME_SRC))
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 $(CTL_LIB): $(call obj,$(CTL_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -176,7 +181,7 @@ $(OUT)/bin/cell-unpack: $(call obj,agent/unpack-main.c) $(LIBS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/bin/cell-monitor: $(call obj,agent/monitor-main.c) $(LIBS)
+$(OUT)/bin/cell-monitor: $(call obj,runtime/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -214,10 +219,10 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
-		$(AGENT_SRC) $(NET_SRC) $(BOOT_SRC) $(CTL_SRC) | $(CIVETWEB_LIB)
+		$(AGENT_SRC) $(RUNTIME_SRC) $(NET_SRC) $(BOOT_SRC) $(CTL_SRC) | $(CIVETWEB_LIB)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit -Iagent -Inetsetup -Iboot -Icontroller \
+		-Icommon -Iimagepull -Icloudinit -Iagent -Iruntime -Inetsetup -Iboot -Icontroller \
 		-I$(CIVETWEB)/include $(PKG_CFLAGS) \
 		-fsanitize=fuzzer,address,undefined -o $@ $^ $(CIVETWEB_LIB) $(PKG_LIBS)
 

@@ -109,7 +109,7 @@ static struct net_port *ports_of(const struct pod_spec *p, size_t *n)
 	return v;
 }
 
-/* The pod's net.* sysctls into its namespace (agent/sysctl.c), before any
+/* The pod's net.* sysctls into its namespace (runtime/sysctl.c), before any
  * unit starts; units write them again as they start, in the same place. */
 static void apply_sysctls(const struct pod_spec *p, const char *netns)
 {

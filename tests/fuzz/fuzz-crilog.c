@@ -1,4 +1,4 @@
-/* Fuzz the CRI log reader (agent/crilog.c), which every log path reads
+/* Fuzz the CRI log reader (runtime/crilog.c), which every log path reads
  * through. Beyond "no crash, no leak": the lines it produces do not depend
  * on how the bytes are cut (a follower reads whatever a write left), and a
  * record that parses prints back, in CRI form, to a record that parses to

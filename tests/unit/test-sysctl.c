@@ -1,4 +1,4 @@
-/* Pod sysctls (agent/sysctl.c): which are namespaced, what is refused, and
+/* Pod sysctls (runtime/sysctl.c): which are namespaced, what is refused, and
  * applying them inside a namespace of our own (never the host's: this test
  * makes a throwaway IPC namespace). Runs as root for setns. */
 /* The fixtures build vectors from string literals. */
