@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "api.h"
+#include "procspawn.h"
 #include "jsonutil.h"
 #include "log.h"
 #include "util.h"
@@ -77,7 +77,7 @@ int pullproc_spawn(char *const argv[], int stdin_fd, struct pullproc *p,
 	stdio[0] = stdin_fd;
 	stdio[1] = stdio[2] = out[1];
 	p->pidfd =
-	    api_spawn(argv, NULL, stdio, API_SPAWN_DIE_WITH_US, &p->pid, e);
+	    spawn_pidfd(argv, NULL, stdio, SPAWN_DIE_WITH_US, &p->pid, e);
 	close(out[1]);
 	if (p->pidfd < 0) {
 		close(out[0]);
@@ -157,7 +157,7 @@ int pullproc_finish(struct pullproc *p, struct cerr *e)
 	pullproc_drain(p);
 	if (p->line_len)
 		take_line(p);
-	code = api_wait(p->pidfd, false);
+	code = spawn_wait(p->pidfd, false);
 	if (code == 0) {
 		release(p);
 		return 0;
@@ -182,7 +182,7 @@ void pullproc_kill(struct pullproc *p)
 {
 	if (p->pidfd >= 0) {
 		syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
-		api_wait(p->pidfd, false);
+		spawn_wait(p->pidfd, false);
 	}
 	release(p);
 }

@@ -31,6 +31,9 @@
 
 #include "../lib/tap.h"
 #include "api.h"
+#include "filetail.h"
+#include "parttable.h"
+#include "procspawn.h"
 #include "fsutil.h"
 #include "util.h"
 
@@ -225,9 +228,8 @@ static int fake_exec(void *ctx, const struct api_exec_req *req,
 	int fd;
 
 	(void)ctx;
-	fd = api_spawn(req->command, NULL, stdio,
-		       API_SPAWN_SETSID | (req->tty ? API_SPAWN_TTY : 0), &pid,
-		       e);
+	fd = spawn_pidfd(req->command, NULL, stdio,
+			 SPAWN_SETSID | (req->tty ? SPAWN_TTY : 0), &pid, e);
 	pthread_mutex_lock(&fake_mu);
 	fake_last_pid = fd >= 0 ? pid : 0;
 	pthread_mutex_unlock(&fake_mu);
@@ -1383,16 +1385,16 @@ static void test_spawn(void)
 	int fd;
 
 	buf_init(&out, 1024);
-	ok(api_run(argv1, &out, 10, &e) == 7, "api_run: exit code");
+	ok(spawn_run(argv1, &out, 10, &e) == 7, "spawn_run: exit code");
 	ok(out.data && strstr(out.data, "hi") && strstr(out.data, "err"),
-	   "api_run: stdout and stderr captured");
+	   "spawn_run: stdout and stderr captured");
 	buf_free(&out);
-	ok(api_run(argv2, &out, 10, &e) < 0 && e.code == ENOENT,
-	   "api_run of a missing binary: ENOENT (%s)", e.msg);
+	ok(spawn_run(argv2, &out, 10, &e) < 0 && e.code == ENOENT,
+	   "spawn_run of a missing binary: ENOENT (%s)", e.msg);
 	buf_free(&out);
-	fd = api_spawn(argv3, NULL, (int[3]){-1, -1, -1}, 0, NULL, &e);
-	ok(fd >= 0 && api_wait(fd, false) == 137, "api_wait: 128+9 for "
-						  "SIGKILL");
+	fd = spawn_pidfd(argv3, NULL, (int[3]){-1, -1, -1}, 0, NULL, &e);
+	ok(fd >= 0 && spawn_wait(fd, false) == 137, "spawn_wait: 128+9 for "
+						    "SIGKILL");
 	close(fd);
 	/* A long run that prints little: its exit code after its output. */
 	{
@@ -1400,8 +1402,9 @@ static void test_spawn(void)
 		char *argv4[] = {sh, c, s4, NULL};
 
 		buf_init(&out, 1024);
-		ok(api_run(argv4, &out, 10, &e) == 5, "api_run waits for the "
-						      "exit after the output");
+		ok(spawn_run(argv4, &out, 10, &e) == 5,
+		   "spawn_run waits for the "
+		   "exit after the output");
 		buf_free(&out);
 	}
 	{
@@ -1410,9 +1413,9 @@ static void test_spawn(void)
 		uint64_t t0 = now_ns();
 
 		buf_init(&out, 1024);
-		ok(api_run(argv5, &out, 1, &e) == 137 &&
+		ok(spawn_run(argv5, &out, 1, &e) == 137 &&
 		       now_ns() - t0 < 5000000000ull,
-		   "api_run kills a tool at its deadline");
+		   "spawn_run kills a tool at its deadline");
 		buf_free(&out);
 	}
 }
@@ -1529,14 +1532,14 @@ static void test_grow_table(void)
 	mbr[510] = 0x55;
 	mbr[511] = 0xaa;
 	pw(fd, mbr, 512, 0);
-	ok(files_grow_table(fd, 1, &start, &len, &e) == 0 &&
+	ok(parttable_grow(fd, 1, &start, &len, &e) == 0 &&
 	       start == 2048 * 512 && len == (64 << 20) - 2048 * 512,
 	   "MBR: partition 1 grown to the end of the disk (%s)", e.msg);
-	ok(files_grow_table(fd, 1, &start, &len, &e) == 1,
+	ok(parttable_grow(fd, 1, &start, &len, &e) == 1,
 	   "MBR: a second time there is nothing to grow");
-	ok(files_grow_table(fd, 2, &start, &len, &e) < 0 && e.code == ENOENT,
+	ok(parttable_grow(fd, 2, &start, &len, &e) < 0 && e.code == ENOENT,
 	   "MBR: no partition 2");
-	ok(files_grow_table(fd, 5, &start, &len, &e) < 0 && e.code == ENOTSUP,
+	ok(parttable_grow(fd, 5, &start, &len, &e) < 0 && e.code == ENOTSUP,
 	   "MBR: logical partitions are not grown");
 	/* A partition after it limits the growth. */
 	put32le(mbr + 446 + 12, 20480);
@@ -1544,7 +1547,7 @@ static void test_grow_table(void)
 	put32le(mbr + 462 + 8, 65536);
 	put32le(mbr + 462 + 12, 2048);
 	pw(fd, mbr, 512, 0);
-	ok(files_grow_table(fd, 1, &start, &len, &e) == 0 &&
+	ok(parttable_grow(fd, 1, &start, &len, &e) == 0 &&
 	       len == (65536 - 2048) * 512ull,
 	   "MBR: grown up to the next partition");
 	close(fd);
@@ -1554,7 +1557,7 @@ static void test_grow_table(void)
 	write_gpt(fd, (32 << 20) / 512, 2048, 20479, 0);
 	if (ftruncate(fd, 96 << 20) < 0)
 		ok(0, "ftruncate");
-	ok(files_grow_table(fd, 1, &start, &len, &e) == 0 &&
+	ok(parttable_grow(fd, 1, &start, &len, &e) == 0 &&
 	       start == 2048 * 512 &&
 	       len == ((96 << 20) / 512 - 34 - 2048 + 1) * 512ull,
 	   "GPT: grown to the last usable sector (%s)", e.msg);
@@ -1571,24 +1574,24 @@ static void test_grow_table(void)
 	ok(!memcmp(bk, "EFI PART", 8) &&
 	       get32le(bk + 24) == (96 << 20) / 512 - 1,
 	   "GPT: the backup header moved to the new end");
-	ok(files_grow_table(fd, 1, &start, &len, &e) == 1,
+	ok(parttable_grow(fd, 1, &start, &len, &e) == 1,
 	   "GPT: a second time there is nothing to grow");
 	close(fd);
 	fd = image("gpt2.img", 32 << 20);
 	write_gpt(fd, (32 << 20) / 512, 2048, 20479, 40000);
 	if (ftruncate(fd, 96 << 20) < 0)
 		ok(0, "ftruncate");
-	ok(files_grow_table(fd, 1, &start, &len, &e) == 0 &&
+	ok(parttable_grow(fd, 1, &start, &len, &e) == 0 &&
 	       len == (40000 - 2048) * 512ull,
 	   "GPT: grown up to the next partition");
 	/* A damaged header is refused, not rewritten. */
 	pw(fd, "X", 1, 512 + 100 - 8);
 	pw(fd, "\xff", 1, 512 + 16);
-	ok(files_grow_table(fd, 1, &start, &len, &e) < 0 && e.code == EINVAL,
+	ok(parttable_grow(fd, 1, &start, &len, &e) < 0 && e.code == EINVAL,
 	   "GPT: a bad checksum is refused (%s)", e.msg);
 	close(fd);
 	fd = image("none.img", 1 << 20);
-	ok(files_grow_table(fd, 1, &start, &len, &e) < 0 && e.code == EINVAL,
+	ok(parttable_grow(fd, 1, &start, &len, &e) < 0 && e.code == EINVAL,
 	   "no partition table: EINVAL");
 	close(fd);
 	free(ents);

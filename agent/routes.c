@@ -1,0 +1,732 @@
+/* The API's HTTP endpoints (WIRE.md): one request handler takes every URI
+ * and dispatches on the path itself, so that an unknown route is a
+ * plain-text 404 like every other error, and the %3F log URL is handled in
+ * one place. The replies, routes and query parsing here serve the
+ * websocket streams (streams.c) too. */
+
+#include "api-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent-internal.h"
+#include "cleanup.h"
+#include "deploy.h"
+#include "filetail.h"
+#include "fsutil.h"
+#include "jsonutil.h"
+#include "log.h"
+#include "logread.h"
+#include "pullproc.h"
+#include "rootresize.h"
+#include "util.h"
+
+#define QUERY_VALUE_MAX 4096
+/* A body we refuse is read and thrown away up to this much, so that the
+ * client sees our answer instead of a reset; past it the connection is
+ * closed. */
+#define DRAIN_MAX (16u << 20)
+
+/* ======================================================================
+ * replies
+ * ====================================================================== */
+
+int api_http_status(int err)
+{
+	switch (err) {
+	case 0:
+		return 200;
+	case ENOENT:
+	case ESRCH:
+		return 404;
+	case EINVAL:
+	case EILSEQ:
+	case ENAMETOOLONG:
+	case EXDEV:
+	case ELOOP:
+	case ENOTDIR:
+	case EISDIR:
+		return 400;
+	case EFBIG:
+	case E2BIG:
+	case EMSGSIZE:
+		return 413;
+	case EACCES:
+	case EPERM:
+		return 403;
+	case EBUSY:
+	case EAGAIN:
+		return 503;
+	default:
+		return 500;
+	}
+}
+
+static const char *reason(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Payload Too Large";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return status >= 500 ? "Internal Server Error" : "Error";
+	}
+}
+
+/* Does this connection stay open after the reply? HTTP/1.0 and an
+ * explicit "Connection: close" end it. */
+static bool wants_close(struct mg_connection *c)
+{
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	const char *h = mg_get_header(c, "Connection");
+
+	if (h && !strcasecmp(h, "close"))
+		return true;
+	return !ri->http_version || strcmp(ri->http_version, "1.1") != 0;
+}
+
+/* The whole reply in one write: one TLS record and one packet for small
+ * replies, which is most of them (status, ping). Buffers on worker paths
+ * stay small or on the heap: civetweb's workers run on 256 KiB stacks
+ * (USE_STACK_SIZE in the Makefile). */
+int reply(struct mg_connection *c, int status, const char *ctype,
+		 const void *body, size_t len)
+{
+	char hdr[256];
+	bool close = wants_close(c);
+	int n;
+
+	if (close)
+		mg_disable_connection_keep_alive(c);
+	n = snprintf(hdr, sizeof(hdr),
+		     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+		     "Content-Length: %zu\r\nCache-Control: no-store\r\n%s\r\n",
+		     status, reason(status), ctype, len,
+		     close ? "Connection: close\r\n" : "");
+	if (len <= 4096) {
+		char one[256 + 4096];
+
+		memcpy(one, hdr, (size_t)n);
+		if (len)
+			memcpy(one + n, body, len);
+		mg_write(c, one, (size_t)n + len);
+	} else {
+		mg_write(c, hdr, (size_t)n);
+		mg_write(c, body, len);
+	}
+	return status;
+}
+
+int reply_text(struct mg_connection *c, int status, const char *text)
+{
+	return reply(c, status, "text/plain; charset=utf-8", text,
+		     strlen(text));
+}
+
+int reply_err(struct mg_connection *c, const struct cerr *e)
+{
+	int status = api_http_status(e->code);
+	const struct mg_request_info *ri = mg_get_request_info(c);
+
+	log_info("%s %.200s: %d %s", ri->request_method, ri->local_uri, status,
+		 e->msg);
+	return reply_text(c, status, e->msg);
+}
+
+int reply_errf(struct mg_connection *c, int code, const char *fmt, ...)
+{
+	struct cerr e = {.code = code};
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+	va_end(ap);
+	return reply_err(c, &e);
+}
+
+/* ======================================================================
+ * requests: route, query, body
+ * ====================================================================== */
+
+int route_parse(const struct mg_request_info *ri, struct route *r)
+{
+	const char *u = ri->local_uri;
+	size_t n;
+	char *q;
+
+	memset(r, 0, sizeof(*r));
+	if (!u || strncmp(u, API_PREFIX, sizeof(API_PREFIX) - 1) != 0)
+		return -1;
+	u += sizeof(API_PREFIX) - 1;
+	n = strlen(u);
+	if (n >= sizeof(r->path))
+		return -1;
+	memcpy(r->path, u, n + 1);
+	q = strchr(r->path, '?');
+	if (q) {
+		*q = '\0';
+		r->q1 = q + 1;
+	}
+	r->q2 = ri->query_string;
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Find name in one query string and decode its value into out. 1 found,
+ * 0 not, -1 too long. */
+static int query_find(const char *q, const char *name, char *out, size_t osz)
+{
+	size_t nl = strlen(name);
+
+	while (q && *q) {
+		const char *amp = strchr(q, '&'),
+			   *end = amp ? amp : q + strlen(q);
+		size_t o = 0;
+
+		if ((size_t)(end - q) >= nl && !strncmp(q, name, nl) &&
+		    (q + nl == end || q[nl] == '=')) {
+			for (const char *p = q + nl + (q + nl < end); p < end;
+			     p++) {
+				char ch = *p;
+
+				if (ch == '+')
+					ch = ' ';
+				else if (ch == '%' && end - p > 2 &&
+					 hexval(p[1]) >= 0 &&
+					 hexval(p[2]) >= 0) {
+					ch = (char)(hexval(p[1]) * 16 +
+						    hexval(p[2]));
+					p += 2;
+				}
+				if (o + 1 >= osz)
+					return -1;
+				out[o++] = ch;
+			}
+			out[o] = '\0';
+			return 1;
+		}
+		q = amp ? amp + 1 : NULL;
+	}
+	return 0;
+}
+
+static int query_get(const struct route *r, const char *name, char *out,
+		     size_t osz)
+{
+	int f = query_find(r->q1, name, out, osz);
+
+	return f != 0 ? f : query_find(r->q2, name, out, osz);
+}
+
+/* A non-negative integer parameter (0 when absent). */
+static int query_int(const struct route *r, const char *name, int64_t *v,
+		     struct cerr *e)
+{
+	char s[32];
+	int f = query_get(r, name, s, sizeof(s));
+
+	*v = 0;
+	if (f < 0)
+		return cerr_set(e, EINVAL, "parameter %s is too long", name);
+	if (f == 0 || !s[0])
+		return 0;
+	/* Out of range (a negative count) is the client's mistake like any
+	 * other bad number: 400, not the 500 that ERANGE would map to. */
+	if (parse_int64(s, 0, INT64_MAX, v, e) < 0) {
+		e->code = EINVAL;
+		return cerr_prefix(e, "parameter %s", name);
+	}
+	return 0;
+}
+
+/* A flag: present and not "0"/"false". */
+static bool query_flag(const struct route *r, const char *name)
+{
+	char s[16];
+
+	if (query_get(r, name, s, sizeof(s)) <= 0)
+		return false;
+	return s[0] && strcmp(s, "0") != 0 && strcasecmp(s, "false") != 0;
+}
+
+/* Read and discard what is left of a refused body, up to DRAIN_MAX; past
+ * that, the connection is closed instead. */
+static void drain_body(struct mg_connection *c, uint64_t already)
+{
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	cleanup_free char *chunk = xmalloc(IO_CHUNK);
+	uint64_t n = already;
+	int r;
+
+	if (ri->content_length > 0 &&
+	    (uint64_t)ri->content_length > DRAIN_MAX + already) {
+		mg_disable_connection_keep_alive(c);
+		return;
+	}
+	while ((r = mg_read(c, chunk, IO_CHUNK)) > 0) {
+		n += (uint64_t)r;
+		if (n > DRAIN_MAX) {
+			mg_disable_connection_keep_alive(c);
+			return;
+		}
+	}
+}
+
+/* The whole body into out (whose max is the cap): EFBIG beyond it. */
+static int read_body(struct mg_connection *c, struct buf *out, struct cerr *e)
+{
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	cleanup_free char *chunk = xmalloc(IO_CHUNK);
+	int r;
+
+	if (ri->content_length > 0 && (uint64_t)ri->content_length > out->max)
+		return cerr_set(e, EFBIG, "body of %lld bytes is over %zu",
+				ri->content_length, out->max);
+	while ((r = mg_read(c, chunk, IO_CHUNK)) > 0)
+		if (buf_append(out, chunk, (size_t)r, e) < 0)
+			return cerr_set(e, EFBIG, "body is over %zu bytes",
+					out->max);
+	if (r < 0)
+		return cerr_set(e, EIO, "reading the request body failed");
+	return 0;
+}
+
+/* ======================================================================
+ * status JSON: the pod IP and whether a unit runs
+ * ====================================================================== */
+
+static json_t *status_get(struct api *a)
+{
+	cleanup_free char *s =
+	    a->b.status_json ? a->b.status_json(a->b.ctx) : NULL;
+
+	return s ? json_loads(s, 0, NULL) : NULL;
+}
+
+/* The pod IP that port-forward dials ("" in the status: localhost). */
+void status_pod_ip(struct api *a, char *out, size_t n)
+{
+	cleanup_json json_t *j = status_get(a);
+	const char *ip = j ? jstr(j, "podIP") : NULL;
+
+	snprintf(out, n, "%s", ip && *ip ? ip : "127.0.0.1");
+}
+
+static json_t *find_unit(json_t *j, const char *unit)
+{
+	static const char *const lists[] = {"unitStatus", "initUnitStatus"};
+
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		json_t *arr = json_object_get(j, lists[l]), *u;
+		size_t i;
+
+		if (!*unit && l == 0 && json_array_size(arr))
+			return json_array_get(arr, 0);
+		json_array_foreach(arr, i, u)
+		{
+			const char *n = jstr(u, "name");
+			if (n && !strcmp(n, unit))
+				return u;
+		}
+	}
+	return NULL;
+}
+
+/* 1 running, 0 not, -1 unknown (no status, or the unit is not in it). */
+int status_unit_running(struct api *a, const char *unit)
+{
+	cleanup_json json_t *j = status_get(a);
+	json_t *u = j ? find_unit(j, unit) : NULL, *st;
+
+	if (!u)
+		return -1;
+	st = json_object_get(u, "state");
+	return json_is_object(json_object_get(st, "running")) ? 1 : 0;
+}
+
+/* ======================================================================
+ * HTTP endpoints
+ * ====================================================================== */
+
+static int h_updatepod(struct api *a, struct mg_connection *c)
+{
+	struct buf body;
+	struct cerr e = {0};
+	int r;
+
+	buf_init(&body, UPDATEPOD_MAX);
+	if (read_body(c, &body, &e) < 0) {
+		if (e.code == EFBIG)
+			drain_body(c, body.len);
+		buf_free(&body);
+		return reply_err(c, &e);
+	}
+	if (!a->b.update_pod)
+		r = cerr_set(&e, ENOTSUP, "updatepod is not supported");
+	else
+		r = a->b.update_pod(a->b.ctx, body.data ? body.data : "",
+				    body.len, &e);
+	buf_free(&body);
+	if (r < 0) {
+		/* Only a body that does not parse is the client's fault. */
+		if (e.code != EINVAL)
+			e.code = EIO;
+		return reply_err(c, &e);
+	}
+	return reply_text(c, 200, "");
+}
+
+static int h_status(struct api *a, struct mg_connection *c)
+{
+	cleanup_free char *s =
+	    a->b.status_json ? a->b.status_json(a->b.ctx) : NULL;
+
+	if (!s)
+		return reply_errf(c, EIO, "no status available");
+	return reply(c, 200, "application/json", s, strlen(s));
+}
+
+bool unit_name_ok(const char *u)
+{
+	size_t n = strnlen(u, UNIT_NAME_MAX + 1);
+
+	if (n > UNIT_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)u[i] < ' ' || u[i] == '/' || u[i] == 127)
+			return false;
+	return true;
+}
+
+int logq_parse(const struct route *r, struct logq *q, struct cerr *e)
+{
+	const char *u = r->path + 4; /* after "logs" */
+
+	memset(q, 0, sizeof(*q));
+	if (*u == '/')
+		u++;
+	if (!unit_name_ok(u))
+		return cerr_set(e, EINVAL, "bad unit name");
+	snprintf(q->unit, sizeof(q->unit), "%s", u);
+	if (query_int(r, "lines", &q->lines, e) < 0 ||
+	    query_int(r, "bytes", &q->bytes, e) < 0)
+		return -1;
+	q->follow = query_flag(r, "follow");
+	q->metadata = query_flag(r, "metadata");
+	q->previous = query_flag(r, "previous");
+	return 0;
+}
+
+char *log_path(struct api *a, const char *unit, bool previous,
+		      struct cerr *e)
+{
+	char *p;
+
+	if (!a->b.log_path) {
+		cerr_set(e, ENOENT, "no logs");
+		return NULL;
+	}
+	p = a->b.log_path(a->b.ctx, unit, previous, e);
+	if (!p && !e->code)
+		cerr_set(e, ENOENT, "no unit '%s'", unit);
+	if (!p && e->code != ENOENT)
+		e->code = EIO;
+	return p;
+}
+
+static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
+{
+	struct logq q;
+	struct cerr e = {0};
+	cleanup_free char *path = NULL;
+	cleanup_close int fd = -1;
+	struct buf out;
+	struct stat st;
+	int status;
+
+	if (logq_parse(r, &q, &e) < 0)
+		return reply_err(c, &e);
+	if (q.follow)
+		return reply_errf(c, EINVAL,
+				  "follow needs a websocket upgrade");
+	path = log_path(a, q.unit, q.previous, &e);
+	if (!path)
+		return reply_err(c, &e);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 && errno == ENOENT)
+		return reply_text(c, 200, ""); /* the unit has not run yet */
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		cerr_sys(&e, "log of unit '%s'", q.unit);
+		e.code = EIO;
+		return reply_err(c, &e);
+	}
+	buf_init(&out, 0);
+	if (logread_tail(path, fd, st.st_size, q.lines, q.bytes, q.metadata,
+			   &out, &e) < 0)
+		status = reply_err(c, &e);
+	else
+		status = reply(c, 200, "text/plain; charset=utf-8",
+			       out.data ? out.data : "", out.len);
+	buf_free(&out);
+	return status;
+}
+
+static int h_file(struct mg_connection *c, const struct route *r)
+{
+	char path[QUERY_VALUE_MAX];
+	int64_t lines, bytes;
+	struct cerr e = {0};
+	struct buf out;
+	int f = query_get(r, "path", path, sizeof(path)), status;
+
+	if (f < 0)
+		return reply_errf(c, EINVAL, "path parameter is too long");
+	if (f == 0 || !path[0])
+		return reply_errf(c, EINVAL, "missing path parameter");
+	/* A relative path would be resolved against the agent's working
+	 * directory, which means nothing to the controller. */
+	if (path[0] != '/')
+		return reply_errf(c, EINVAL, "path '%.200s' is not absolute",
+				  path);
+	if (query_int(r, "lines", &lines, &e) < 0 ||
+	    query_int(r, "bytes", &bytes, &e) < 0)
+		return reply_err(c, &e);
+	buf_init(&out, 0);
+	if (file_tail(path, lines, bytes, &out, &e) < 0)
+		status = reply_err(c, &e);
+	else
+		status = reply(c, 200, "text/plain; charset=utf-8",
+			       out.data ? out.data : "", out.len);
+	buf_free(&out);
+	return status;
+}
+
+struct upload {
+	int fd;
+	uint64_t n;
+};
+
+static int upload_sink(void *ud, const void *p, size_t n, struct cerr *e)
+{
+	struct upload *u = ud;
+
+	u->n += n;
+	if (u->n > DEPLOY_UPLOAD_MAX)
+		return cerr_set(e, EFBIG, "package is over %llu MiB",
+				DEPLOY_UPLOAD_MAX >> 20);
+	if (fs_write_all(u->fd, p, n) < 0)
+		return cerr_sys(e, "write the package to disk");
+	return 0;
+}
+
+/* An unnamed file in the packages directory (same filesystem, and it
+ * vanishes with the process whatever happens). */
+static int upload_file(struct api *a, struct cerr *e)
+{
+	int fd = openat(a->pkgdirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	char name[64];
+
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+		return fd >= 0 ? fd : cerr_sys(e, "temporary file");
+	snprintf(name, sizeof(name), ".upload-%d-%llu", (int)getpid(),
+		 (unsigned long long)now_ns());
+	fd = openat(a->pkgdirfd, name,
+		    O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return cerr_sys(e, "temporary file");
+	unlinkat(a->pkgdirfd, name, 0);
+	return fd;
+}
+
+/* Stream the multipart body through the parser into fd. */
+static int receive_package(struct mg_connection *c, const char *boundary,
+			   int fd, struct cerr *e)
+{
+	struct upload u = {.fd = fd};
+	struct mpart *m = mpart_new(boundary, "package", upload_sink, &u);
+	cleanup_free char *chunk = xmalloc(IO_CHUNK);
+	uint64_t total = 0;
+	int r, rc = -1;
+
+	while ((r = mg_read(c, chunk, IO_CHUNK)) > 0) {
+		total += (uint64_t)r;
+		if (total > DEPLOY_UPLOAD_MAX + (1u << 20)) {
+			cerr_set(e, EFBIG, "request body is over %llu MiB",
+				 DEPLOY_UPLOAD_MAX >> 20);
+			goto out;
+		}
+		if (mpart_feed(m, chunk, (size_t)r, e) < 0)
+			goto out;
+	}
+	if (r < 0) {
+		cerr_set(e, EIO, "reading the request body failed");
+		goto out;
+	}
+	rc = mpart_finish(m, e);
+out:
+	mpart_free(m);
+	return rc;
+}
+
+/* The extractor needs libarchive: it runs as a child, cell-unpack, with
+ * the package on its stdin. */
+static int deploy_in_child(struct api *a, const char *name, int fd,
+			   struct cerr *e)
+{
+	const char *argv[] = {
+	    a->unpack_bin, "--packages-dir", a->packages_dir, "--name", name,
+	    NULL};
+
+	return pullproc_run((char *const *)argv, fd, e);
+}
+
+static int h_deploy(struct api *a, struct mg_connection *c,
+		    const struct route *r)
+{
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	const char *pod = r->path + 7, *slash = strchr(pod, '/'), *name;
+	char boundary[MPART_BOUNDARY_MAX + 1];
+	struct cerr e = {0};
+	cleanup_close int fd = -1;
+
+	if (!slash || slash == pod || strchr(slash + 1, '/'))
+		return reply_errf(c, EINVAL,
+				  "want deploy/<pod>/<name>, got '%.200s'",
+				  r->path);
+	name = slash + 1;
+	if (!deploy_name_ok(name))
+		return reply_errf(c, EINVAL, "bad package name '%.200s'", name);
+	if (mpart_boundary(mg_get_header(c, "Content-Type"), boundary,
+			   sizeof(boundary), &e) < 0)
+		return reply_err(c, &e);
+	if (ri->content_length > 0 &&
+	    (uint64_t)ri->content_length > DEPLOY_UPLOAD_MAX + (1u << 20)) {
+		mg_disable_connection_keep_alive(c);
+		return reply_errf(c, EFBIG, "package is over %llu MiB",
+				  DEPLOY_UPLOAD_MAX >> 20);
+	}
+	fd = upload_file(a, &e);
+	if (fd < 0 || receive_package(c, boundary, fd, &e) < 0) {
+		/* The rest of the body is not worth reading: close. */
+		mg_disable_connection_keep_alive(c);
+		return reply_err(c, &e);
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		cerr_sys(&e, "rewind the package");
+		return reply_err(c, &e);
+	}
+	if (deploy_in_child(a, name, fd, &e) < 0)
+		return reply_err(c, &e);
+	log_info("deployed package %s for pod %.*s", name, (int)(slash - pod),
+		 pod);
+	return reply_text(c, 200, "");
+}
+
+static int h_resize(struct api *a, struct mg_connection *c)
+{
+	struct resize_opts o = {
+	    .root_device = getenv("CELL_AGENT_ROOT_DEVICE"),
+	    .root_mount = getenv("CELL_AGENT_ROOT_MOUNT"),
+	    .tool = getenv("CELL_AGENT_PARTITION_TOOL"),
+	};
+	struct cerr e = {0};
+	struct buf log;
+	int status;
+
+	buf_init(&log, 64 * 1024);
+	pthread_mutex_lock(&a->resize_mu);
+	if (resize_root(&o, &log, &e) < 0) {
+		/* The request is fine; the cell could not do it. */
+		e.code = EIO;
+		status = reply_err(c, &e);
+	} else {
+		status = reply(c, 200, "text/plain; charset=utf-8",
+			       log.data ? log.data : "", log.len);
+	}
+	pthread_mutex_unlock(&a->resize_mu);
+	buf_free(&log);
+	return status;
+}
+
+bool is_stream_route(const char *p)
+{
+	return !strcmp(p, "exec") || !strcmp(p, "exec/") ||
+	       !strcmp(p, "attach") || !strcmp(p, "attach/") ||
+	       !strcmp(p, "portforward") || !strcmp(p, "portforward/");
+}
+
+static bool method_is(struct mg_connection *c, const char *m)
+{
+	return !strcmp(mg_get_request_info(c)->request_method, m);
+}
+
+static int dispatch(struct api *a, struct mg_connection *c,
+		    const struct route *r)
+{
+	const char *p = r->path;
+	bool get = method_is(c, "GET"), post = method_is(c, "POST");
+
+	if (!strcmp(p, "ping"))
+		return get ? reply_text(c, 200, "pong") : -1;
+	if (!strcmp(p, "version"))
+		return get ? reply_text(c, 200, a->version) : -1;
+	if (!strcmp(p, "status"))
+		return get ? h_status(a, c) : -1;
+	if (!strcmp(p, "updatepod"))
+		return post ? h_updatepod(a, c) : -1;
+	if (!strcmp(p, "logs") || !strncmp(p, "logs/", 5))
+		return get ? h_logs(a, c, r) : -1;
+	if (!strcmp(p, "file") || !strcmp(p, "file/"))
+		return get ? h_file(c, r) : -1;
+	if (!strncmp(p, "deploy/", 7))
+		return post ? h_deploy(a, c, r) : -1;
+	if (!strcmp(p, "resizevolume"))
+		return post ? h_resize(a, c) : -1;
+	if (is_stream_route(p))
+		return reply_errf(c, EINVAL, "%s needs a websocket upgrade", p);
+	return reply_errf(c, ENOENT, "no such endpoint: %.200s",
+			  mg_get_request_info(c)->local_uri);
+}
+
+int on_request(struct mg_connection *c, void *cbdata)
+{
+	struct api *a = cbdata;
+	const struct mg_request_info *ri = mg_get_request_info(c);
+	struct route r;
+	int status;
+
+	if (route_parse(ri, &r) < 0)
+		return reply_errf(c, ENOENT, "no such endpoint: %.200s",
+				  ri->local_uri ? ri->local_uri : "");
+	status = dispatch(a, c, &r);
+	if (status < 0)
+		status = reply_text(c, 405, "method not allowed\n");
+	log_debug("%s %.200s: %d", ri->request_method, ri->local_uri, status);
+	return status;
+}
