@@ -394,9 +394,12 @@ static int h_updatepod(struct api *a, struct mg_connection *c)
 				    body.len, &e);
 	buf_free(&body);
 	if (r < 0) {
-		/* Only a body that does not parse is the client's fault. */
+		/* Only a body that does not parse is the client's fault; any
+		 * other failure (the spec could not be saved: ENOSPC, EIO) is
+		 * 503, which Kip's next full sync sends again. The old spec
+		 * stays in force meanwhile. */
 		if (e.code != EINVAL)
-			e.code = EIO;
+			e.code = EAGAIN;
 		return reply_err(c, &e);
 	}
 	return reply_text(c, 200, "");

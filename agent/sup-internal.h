@@ -71,6 +71,7 @@ struct supervisor {
 	int evfd, epfd;
 	/* Shared with the API threads, under mu. */
 	pthread_mutex_t mu;
+	pthread_mutex_t save_mu; /* API threads writing pod.json, in turn */
 	char *pending;
 	size_t pending_len;
 	char *status_text;

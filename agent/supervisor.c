@@ -210,7 +210,6 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 {
 	struct pod_spec next;
 	struct cerr e = {0};
-	cleanup_free char *path = xasprintf("%s/%s", s->o.state_dir, POD_FILE);
 
 	if (wire_parse_pod(body, len, &next, &e) < 0) {
 		log_error("queued pod spec no longer parses: %s", e.msg);
@@ -218,8 +217,6 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 		return;
 	}
 	log_warnings(s, &next);
-	if (fs_write_atomic(path, body, len, 0600, &e) < 0)
-		log_error("save pod spec: %s", e.msg);
 	if (s->has_spec &&
 	    (init_units_changed(s, &next) || podnet_changed(s, &next))) {
 		/* A change to initUnits or to the pod's network restarts the
@@ -641,6 +638,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	snprintf(s->cgroup_tag, sizeof(s->cgroup_tag), "%.16s",
 		 digest_hex(tag));
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->save_mu, NULL);
 	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ev.data.fd = s->evfd;
@@ -687,6 +685,7 @@ static void sup_free(struct supervisor *s)
 	close(s->evfd);
 	close(s->epfd);
 	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->save_mu);
 	free(s);
 }
 
@@ -712,12 +711,24 @@ void sup_stop(struct supervisor *s)
 int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 		   struct cerr *e)
 {
+	cleanup_free char *path = xasprintf("%s/%s", s->o.state_dir, POD_FILE);
 	struct pod_spec check;
 	uint64_t one = 1;
 
 	if (wire_parse_pod(body, len, &check, e) < 0)
 		return -1;
 	pod_spec_free(&check);
+	/* The reply is 200 only once the spec is on disk (synced, directory
+	 * too): a crash or a stop before the supervisor takes it then brings
+	 * it back from the state directory. A failed write (ENOSPC, EIO)
+	 * leaves the old file and the old spec in force, and the caller
+	 * answers an error the controller sends again. save_mu keeps the
+	 * order on disk the order of the queue (newest wins both). */
+	pthread_mutex_lock(&s->save_mu);
+	if (fs_write_atomic(path, body, len, 0600, e) < 0) {
+		pthread_mutex_unlock(&s->save_mu);
+		return cerr_prefix(e, "save pod spec");
+	}
 	pthread_mutex_lock(&s->mu);
 	free(s->pending); /* newest wins */
 	s->pending = xmalloc(len + 1);
@@ -725,6 +736,7 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 	s->pending[len] = '\0';
 	s->pending_len = len;
 	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_unlock(&s->save_mu);
 	if (write(s->evfd, &one, sizeof(one)) < 0)
 		return cerr_sys(e, "wake the supervisor");
 	return 0;

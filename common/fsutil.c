@@ -94,6 +94,20 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		unlink(tmp);
 		return -1;
 	}
+	return fs_sync_dir_of(path, e);
+}
+
+int fs_sync_dir_of(const char *path, struct cerr *e)
+{
+	const char *slash = strrchr(path, '/');
+	cleanup_free char *dir =
+	    !slash ? xstrdup(".")
+		   : xstrndup(path, slash == path ? 1 : (size_t)(slash - path));
+	cleanup_close int fd = -1;
+
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		return cerr_sys(e, "sync directory %s", dir);
 	return 0;
 }
 

@@ -12,9 +12,14 @@
 
 int fs_mkdir_p(const char *path, mode_t mode, struct cerr *e);
 /* Write data to path through a temporary file in the same directory, fsync
- * it and rename it into place. */
+ * it, rename it into place and fsync the directory: when this returns 0 the
+ * new content survives a crash of the process or of the machine; on an
+ * error before the rename (ENOSPC, EIO) the old content is untouched. */
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		    struct cerr *e);
+/* fsync the directory that holds path (a rename or create in it is durable
+ * only then). */
+int fs_sync_dir_of(const char *path, struct cerr *e);
 /* Read a whole file into out (which sets the cap); EFBIG when larger. */
 int fs_read_file(const char *path, struct buf *out, struct cerr *e);
 int fs_read_fd(int fd, struct buf *out, struct cerr *e);
