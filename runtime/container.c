@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,8 +33,6 @@
 #include "sysctl.h"
 #include "util.h"
 
-#define MAX_SYMLINKS 40
-#define MAX_DEPTH 256
 #define DEFAULT_PATH                                                           \
 	"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -54,177 +51,8 @@ struct cell_mount_attr {
 };
 
 /* ====================== resolution beneath the rootfs ======================
- */
-
-static bool force_walk;
-
-void ctr_force_walk(bool on)
-{
-	force_walk = on;
-}
-
-/* Prepend a symlink's target to what is left of the path. */
-static int splice_link(char *rest, size_t restsz, const char *t, size_t tlen)
-{
-	size_t rl = strlen(rest);
-
-	if (tlen + 1 + rl + 1 > restsz) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memmove(rest + tlen + 1, rest, rl + 1);
-	memcpy(rest, t, tlen);
-	rest[tlen] = '/';
-	return 0;
-}
-
-struct walk {
-	int stack[MAX_DEPTH]; /* directory fds; [0] is the root */
-	int depth, links;
-	char rest[2 * PATH_MAX_INPUT]; /* what is left to walk */
-};
-
-static void walk_close(struct walk *w, int keep)
-{
-	int saved = errno;
-
-	for (int i = 0; i <= w->depth; i++)
-		if (w->stack[i] != keep)
-			close(w->stack[i]);
-	errno = saved;
-}
-
-/* Move the next component of w->rest into comp; 0 at the end. */
-static int next_comp(struct walk *w, char *comp, size_t sz, bool *last)
-{
-	char *p = w->rest;
-	size_t n;
-
-	while (*p == '/')
-		p++;
-	n = strcspn(p, "/");
-	if (n == 0)
-		return 0;
-	if (n >= sz)
-		return errno = ENAMETOOLONG, -1;
-	memcpy(comp, p, n);
-	comp[n] = '\0';
-	memmove(w->rest, p + n, strlen(p + n) + 1);
-	*last = w->rest[strspn(w->rest, "/")] == '\0';
-	return 1;
-}
-
-/* Splice the target of the symlink fd into what is left; an absolute
- * target restarts at the root, never at the host's "/". */
-static int follow_link(struct walk *w, int fd)
-{
-	char link[PATH_MAX_INPUT];
-	ssize_t n = readlinkat(fd, "", link, sizeof(link));
-
-	close(fd);
-	if (n < 0)
-		return -1;
-	if ((size_t)n >= sizeof(link) || ++w->links > MAX_SYMLINKS)
-		return errno = ELOOP, -1;
-	if (splice_link(w->rest, sizeof(w->rest), link, (size_t)n) < 0)
-		return -1;
-	if (link[0] == '/')
-		while (w->depth > 0)
-			close(w->stack[w->depth--]);
-	return 0;
-}
-
-/* The fallback for kernels without openat2: a walk that keeps a stack of
- * directory fds, so ".." and absolute symlinks stop at the root. Each
- * component is opened O_PATH|O_NOFOLLOW and checked through its fd, so a
- * swapped component cannot redirect the walk. Supports O_PATH lookups. */
-static int walk_in_root(int rootfd, const char *rel, int flags)
-{
-	struct walk w = {.depth = 0};
-	char comp[256];
-	bool last;
-	int r;
-
-	if (strlen(rel) >= sizeof(w.rest))
-		return errno = ENAMETOOLONG, -1;
-	memcpy(w.rest, rel, strlen(rel) + 1);
-	w.stack[0] = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (w.stack[0] < 0)
-		return -1;
-	while ((r = next_comp(&w, comp, sizeof(comp), &last)) > 0) {
-		struct stat st;
-		int fd;
-
-		if (!strcmp(comp, ".."))
-			if (w.depth > 0)
-				close(w.stack[w.depth--]);
-		if (!strcmp(comp, ".") || !strcmp(comp, ".."))
-			continue;
-		fd = openat(w.stack[w.depth], comp,
-			    O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) < 0) {
-			r = -1;
-			if (fd >= 0)
-				close(fd);
-			break;
-		}
-		if (S_ISLNK(st.st_mode) && !(last && (flags & O_NOFOLLOW))) {
-			if ((r = follow_link(&w, fd)) < 0)
-				break;
-			continue;
-		}
-		if ((!last && !S_ISDIR(st.st_mode)) ||
-		    w.depth + 1 >= MAX_DEPTH) {
-			close(fd);
-			errno = w.depth + 1 >= MAX_DEPTH ? ELOOP : ENOTDIR;
-			r = -1;
-			break;
-		}
-		w.stack[++w.depth] = fd;
-	}
-	if (r == 0 && (flags & O_DIRECTORY)) {
-		struct stat st;
-		if (fstat(w.stack[w.depth], &st) < 0 || !S_ISDIR(st.st_mode)) {
-			errno = ENOTDIR;
-			r = -1;
-		}
-	}
-	walk_close(&w, r == 0 ? w.stack[w.depth] : -1);
-	return r == 0 ? w.stack[w.depth] : -1;
-}
-
-static int resolve(int rootfd, const char *rel, int flags)
-{
-	if (!force_walk) {
-		struct open_how how = {
-		    .flags = (uint64_t)(flags | O_CLOEXEC),
-		    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-		};
-		int fd, tries = 0;
-
-		do
-			fd = (int)syscall(SYS_openat2, rootfd, *rel ? rel : ".",
-					  &how, sizeof(how));
-		while (fd < 0 && errno == EAGAIN && ++tries < 16);
-		if (fd >= 0 || errno != ENOSYS)
-			return fd;
-	}
-	return walk_in_root(rootfd, rel, flags);
-}
-
-/* The directory that holds rel's last component, created as needed. */
-static int open_parent(int rootfd, const char *rel, const char **base,
-		       struct cerr *e)
-{
-	char parent[PATH_MAX_INPUT];
-	const char *slash = strrchr(rel, '/');
-	size_t n = slash ? (size_t)(slash - rel) : 0;
-
-	*base = slash ? slash + 1 : rel;
-	memcpy(parent, rel, n);
-	parent[n] = '\0';
-	return ctr_open_in_root(rootfd, parent, O_PATH | O_DIRECTORY, true, e);
-}
+ * common/path.c does the resolving (PATH_IN_ROOT: openat2 RESOLVE_IN_ROOT,
+ * or its component walk); what is added here is making what is missing. */
 
 int ctr_open_in_root(int rootfd, const char *rel, int flags, bool mkdirs,
 		     struct cerr *e)
@@ -235,21 +63,24 @@ int ctr_open_in_root(int rootfd, const char *rel, int flags, bool mkdirs,
 
 	if (path_clean(rel, clean, sizeof(clean), e) < 0)
 		return -1;
-	fd = resolve(rootfd, clean, flags);
-	if (fd >= 0 || errno != ENOENT || !mkdirs || !*clean) {
-		if (fd < 0)
-			cerr_sys(e, "/%s", clean);
+	fd = path_open_at(rootfd, clean, flags, 0, PATH_IN_ROOT, e);
+	if (fd >= 0 || e->code != ENOENT || !mkdirs || !*clean)
 		return fd;
-	}
-	cleanup_close int pfd = open_parent(rootfd, clean, &base, e);
+	cerr_clear(e);
+	cleanup_close int pfd =
+	    path_open_parent_at(rootfd, clean, true, PATH_IN_ROOT, &base, e);
 	if (pfd < 0)
 		return -1;
 	if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST)
 		return cerr_sys(e, "mkdir /%s", clean);
-	fd = resolve(rootfd, clean, flags);
-	if (fd < 0)
-		cerr_sys(e, "/%s", clean);
-	return fd;
+	return path_open_at(rootfd, clean, flags, 0, PATH_IN_ROOT, e);
+}
+
+/* The directory that holds rel's last component, created as needed. */
+static int open_parent(int rootfd, const char *rel, const char **base,
+		       struct cerr *e)
+{
+	return path_open_parent_at(rootfd, rel, true, PATH_IN_ROOT, base, e);
 }
 
 /* A mount target: resolved, and created (a directory, or an empty file

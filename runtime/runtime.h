@@ -410,10 +410,9 @@ int ctr_apply_mounts(int rootfd, const struct mount_op *ops, size_t n,
 		     struct cerr *e);
 /* Open rel beneath rootfd as if rootfd were "/" (symlinks, absolute ones
  * included, cannot leave it), creating missing directories when mkdirs is
- * set. openat2(RESOLVE_IN_ROOT), or a component walk on older kernels. */
+ * set (where the links lead, still inside). common/path.c's PATH_IN_ROOT. */
 int ctr_open_in_root(int rootfd, const char *rel, int flags, bool mkdirs,
 		     struct cerr *e);
-void ctr_force_walk(bool on); /* tests: use the component walk */
 
 /* What the container init does after clone(), as one call: runs in the
  * child, reports errors through errfd and never returns. */
