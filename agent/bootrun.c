@@ -14,6 +14,7 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
+#include "procspawn.h"
 #include "util.h"
 
 enum { EXIT_OK = 0, EXIT_RETRY = 1, EXIT_USAGE = 2, EXIT_UPDATED = 3 };
@@ -48,6 +49,7 @@ static bool wants_version(const char *dir)
 static int run_helper(const struct bootrun_opts *o, bool update_only)
 {
 	const char *argv[16];
+	struct cerr e = {0};
 	int n = 0, status;
 	pid_t pid;
 
@@ -69,15 +71,12 @@ static int run_helper(const struct bootrun_opts *o, bool update_only)
 	if (log_get_level() >= LOG_DEBUG)
 		argv[n++] = "--verbose";
 	argv[n] = NULL;
-	pid = fork();
+	/* posix_spawn: the agent has threads by now (a SIGHUP check). */
+	pid = spawn_program(o->helper, (char *const *)argv, (int[]){0, 1, 2},
+			    false, &e);
 	if (pid < 0) {
-		log_error("boot: fork: %s", strerror(errno));
+		log_error("boot: %s", e.msg);
 		return -1;
-	}
-	if (pid == 0) {
-		execv(o->helper, (char *const *)argv);
-		log_error("boot: exec %s: %s", o->helper, strerror(errno));
-		_exit(127);
 	}
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)

@@ -27,9 +27,15 @@ extern char **environ;
 pid_t spawn_program(const char *bin, char *const argv[], const int stdio[3],
 		    bool new_session, struct cerr *e)
 {
+	return spawn_program_fd3(bin, argv, stdio, -1, new_session, e);
+}
+
+pid_t spawn_program_fd3(const char *bin, char *const argv[], const int stdio[3],
+			int fd3, bool new_session, struct cerr *e)
+{
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	int hi[3] = {-1, -1, -1}, rc;
+	int hi[4] = {-1, -1, -1, -1}, rc;
 	sigset_t none, all;
 	pid_t pid = -1;
 
@@ -44,6 +50,13 @@ pid_t spawn_program(const char *bin, char *const argv[], const int stdio[3],
 			posix_spawn_file_actions_addopen(
 			    &fa, i, "/dev/null", i ? O_WRONLY : O_RDONLY, 0);
 	}
+	if (fd3 >= 0) {
+		if ((hi[3] = fcntl(fd3, F_DUPFD_CLOEXEC, 10)) < 0) {
+			rc = errno;
+			goto out;
+		}
+		posix_spawn_file_actions_adddup2(&fa, hi[3], 3);
+	}
 	posix_spawnattr_init(&at);
 	sigemptyset(&none);
 	sigfillset(&all);
@@ -53,9 +66,10 @@ pid_t spawn_program(const char *bin, char *const argv[], const int stdio[3],
 	    &at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
 		     (new_session ? POSIX_SPAWN_SETSID : 0));
 	rc = posix_spawn(&pid, bin, &fa, &at, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
-	for (int i = 0; i < 3; i++)
+out:
+	posix_spawn_file_actions_destroy(&fa);
+	for (int i = 0; i < 4; i++)
 		if (hi[i] >= 0)
 			close(hi[i]);
 	if (rc != 0) {

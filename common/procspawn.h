@@ -18,6 +18,9 @@
 /* stdio[i] < 0 → /dev/null. Returns the pid, or -1 with e set. */
 pid_t spawn_program(const char *bin, char *const argv[], const int stdio[3],
 		    bool new_session, struct cerr *e);
+/* The same with fd3 as the child's fd 3 (a report pipe; < 0: none). */
+pid_t spawn_program_fd3(const char *bin, char *const argv[], const int stdio[3],
+			int fd3, bool new_session, struct cerr *e);
 
 #define SPAWN_SETSID 1u	     /* new session (and process group) */
 #define SPAWN_TTY 2u	     /* stdio[0] becomes the controlling tty */

@@ -20,7 +20,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,10 +38,9 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
+#include "procspawn.h"
 #include "runtime.h"
 #include "util.h"
-
-extern char **environ;
 
 #define STATE_MAX (64u << 10)
 #define REPORT_MAX 2048
@@ -930,56 +928,23 @@ int runtime_exec_end(int pidfd)
 
 /* ========================= the agent's side ========================= */
 
-/* Duplicate fd above the stdio range, close-on-exec: the spawn's dup2s can
- * then never clobber one another, and nothing leaks to other children the
- * agent's threads spawn meanwhile. */
-static int high_dup(int fd)
-{
-	return fcntl(fd, F_DUPFD_CLOEXEC, 10);
-}
-
-/* posix_spawn (vfork+exec: nothing runs in between, so it is safe in a
- * threaded process) with stdio[0..2] (-1: /dev/null) and the write end of
- * a fresh pipe as fd 3; *rd gets its read end. */
+/* The helper (common/procspawn) with stdio[0..2] (-1: /dev/null) and the
+ * write end of a fresh pipe as fd 3; *rd gets its read end. */
 static pid_t spawn_helper(const char *bin, const char **argv,
 			  const int stdio[3], bool new_session, int *rd,
 			  struct cerr *e)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	int p[2], hi[4] = {-1, -1, -1, -1}, rc;
-	sigset_t none, all;
-	pid_t pid = -1;
+	int p[2];
+	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return cerr_sys(e, "pipe");
-	hi[3] = high_dup(p[1]);
+	pid = spawn_program_fd3(bin, (char *const *)argv, stdio, p[1],
+				new_session, e);
 	close(p[1]);
-	posix_spawn_file_actions_init(&fa);
-	for (int i = 0; i < 3; i++) {
-		if (stdio[i] >= 0 && (hi[i] = high_dup(stdio[i])) >= 0)
-			posix_spawn_file_actions_adddup2(&fa, hi[i], i);
-		else
-			posix_spawn_file_actions_addopen(
-			    &fa, i, "/dev/null", i ? O_WRONLY : O_RDONLY, 0);
-	}
-	posix_spawn_file_actions_adddup2(&fa, hi[3], 3);
-	posix_spawnattr_init(&at);
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setflags(
-	    &at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-		     (new_session ? POSIX_SPAWN_SETSID : 0));
-	rc = posix_spawn(&pid, bin, &fa, &at, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close_fds(hi, 4);
-	if (rc != 0) {
+	if (pid < 0) {
 		close(p[0]);
-		errno = rc;
-		return cerr_sys(e, "spawn %s", bin);
+		return -1;
 	}
 	*rd = p[0];
 	return pid;
