@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../lib/tap.h"
@@ -16,6 +17,7 @@
 #include "netaddr.h"
 #include "log.h"
 #include "path.h"
+#include "procspawn.h"
 #include "util.h"
 
 static void test_err(void)
@@ -386,6 +388,37 @@ static void test_log_sinks(void)
 	free(path);
 }
 
+/* The child's fd 3 is the given one (cell-monitor's report pipe). */
+static void test_spawn_fd3(void)
+{
+	const char *argv[] = {"/bin/sh", "-c", "echo report >&3", NULL};
+	struct cerr e = {0};
+	char got[64] = "";
+	int p[2], status = -1;
+	ssize_t n = 0, r;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
+	pid = spawn_program_fd3(argv[0], (char *const *)argv,
+				(int[]){-1, -1, 2}, p[1], false, &e);
+	close(p[1]);
+	while (pid > 0 &&
+	       (r = read(p[0], got + n, sizeof(got) - 1 - (size_t)n)) > 0)
+		n += r;
+	got[n] = '\0';
+	close(p[0]);
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	is_str(got, "report\n", "spawn: fd 3 is the report pipe");
+	ok(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "spawn: the child ran (%s)", e.msg);
+	ok(spawn_program_fd3("/nonexistent", (char *const *)argv,
+			     (int[]){-1, -1, -1}, -1, false, &e) < 0 &&
+	       e.code == ENOENT,
+	   "spawn: a missing program is an error");
+}
+
 int main(void)
 {
 	test_default_route();
@@ -399,5 +432,6 @@ int main(void)
 	test_in_root(false);
 	test_in_root(true);
 	test_digest();
+	test_spawn_fd3();
 	return tap_done();
 }
