@@ -9,6 +9,7 @@ fi
 PKGS=(
 	# build
 	build-essential pkg-config clang clang-format
+	shellcheck # scripts/lint.sh: every shell script in the tree
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
@@ -23,7 +24,7 @@ PKGS=(
 	awscli # boot: proves the fake SSM endpoint against the real AWS CLI
 	xorriso # boot: ISO images with an Azure ovf-env.xml for loop mounts
 	# image-build: static musl binaries, Debian images, the qemu boot test
-	musl-tools nasm autoconf automake libtool shellcheck extlinux fdisk qemu-utils
+	musl-tools nasm autoconf automake libtool extlinux fdisk qemu-utils
 	qemu-system-x86 cloud-image-utils
 )
 missing=()

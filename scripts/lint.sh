@@ -2,21 +2,39 @@
 # make lint: formatting (clang-format, .clang-format in the tree) and the
 # banned-function list (unsafe or unbounded C library calls).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 rc=0
-files=$(git ls-files '*.c' '*.h' 2>/dev/null || find . -name '*.[ch]' -not -path './build*')
-if ! clang-format --dry-run --Werror $files; then
+tracked() {
+	git ls-files 2>/dev/null ||
+		find . -type f -not -path './build*' -not -path './.deps/*' \
+			-not -path './.git/*' | sed 's|^\./||'
+}
+mapfile -t files < <(tracked | grep -E '\.[ch]$')
+if ! clang-format --dry-run --Werror "${files[@]}"; then
 	echo "lint: clang-format differences (run: clang-format -i <file>)"
 	rc=1
 fi
 banned='\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets|system|popen)[[:space:]]*\('
-if grep -nE "$banned" $files | grep -v 'lint: allow'; then
+if grep -nE "$banned" "${files[@]}" | grep -v 'lint: allow'; then
 	echo "lint: banned functions above (use snprintf, memcpy with a bound, strtok_r, parse_int64, fork/exec)"
 	rc=1
 fi
-if ! shellcheck -x image-build/*.sh; then
-	echo "lint: shellcheck findings in image-build/"
+# Every shell script in the tree, found by name (*.sh) or by its #! line;
+# fuzz corpora are inputs, not our scripts. OpenRC service files are sh
+# whose variables openrc-run reads (hence SC2034 off for them).
+scripts=()
+openrc=()
+while read -r f; do
+	case $(head -n1 "$f" 2>/dev/null) in
+	'#!/sbin/openrc-run'*) openrc+=("$f") ;;
+	'#!'*sh | '#!'*sh' '* | '#!'*'env bash'*) scripts+=("$f") ;;
+	*) [[ $f == *.sh ]] && scripts+=("$f") ;;
+	esac
+done < <(tracked | grep -v '^tests/fuzz/corpus/')
+if ! shellcheck -x "${scripts[@]}" ||
+	! shellcheck -s sh -e SC2034 "${openrc[@]}"; then
+	echo "lint: shellcheck findings above"
 	rc=1
 fi
-[ $rc -eq 0 ] && echo "lint: ok"
+[ $rc -eq 0 ] && echo "lint: ok (${#scripts[@]} shell scripts, ${#openrc[@]} OpenRC scripts)"
 exit $rc

@@ -6,7 +6,7 @@
 #
 #   SKIP_ASAN=1   skip the sanitizer run (quicker local iterations)
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 jobs=$(nproc)
 total_p=0

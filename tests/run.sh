@@ -7,7 +7,7 @@
 #   SUITES="unit fuzz integration"   which parts to run (default: all)
 #   PYTEST_ARGS="-k mount"           extra pytest arguments
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-build}
 SUITES=${SUITES:-unit fuzz integration}
 export CELL_BUILD=$PWD/$OUT
