@@ -7,6 +7,8 @@ Puts tests/pylib on sys.path and provides:
 * ``token_server``, ``make_proxy(registry)``, ``pki_dir``.
 * ``cell_pull``: the binary, $CELL_BUILD/bin/cell-pull (CELL_BUILD defaults
   to <repo>/build). A missing binary FAILS the test; it never skips.
+* ``agent``/``client``: a module's cell-agent and a client of it;
+  ``module_registry``: a registry that lives as long as the module.
 * ``workdir``: an empty cache dir; ``tmp_path`` for everything else.
 * ``run_pull(*args, env=…, timeout=…)`` → (rc, stdout, stderr);
   ``start_pull(*args, …)`` → a background Popen (own process group) that is
@@ -121,6 +123,31 @@ def make_proxy():
     yield make
     for p in made:
         p.close()
+
+
+@pytest.fixture(scope="module")
+def module_registry(tmp_path_factory):
+    """One registry for a module whose agent lives as long as the module."""
+    r = Registry(str(tmp_path_factory.mktemp("modreg")))
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    """A cell-agent for a module's tests (test_agent_api.py's start_agent)."""
+    from test_agent_api import start_agent
+    a = start_agent(str(tmp_path_factory.mktemp("agent")))
+    yield a
+    assert a.stop() == 0, a.log()[-3000:]
+
+
+@pytest.fixture
+def client(agent):
+    """A mutual-TLS client of the module's agent."""
+    c = agent.client()
+    yield c
+    c.close()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ the boot configuration's flags and a clean stop on SIGTERM.
 from __future__ import annotations
 
 import base64
+import contextlib
 import glob
 import json
 import os
@@ -152,18 +153,23 @@ def wait_ping(a: Agent, timeout: float = 10) -> None:
     pytest.fail(f"cell-agent did not answer ping in {timeout}s:\n{a.log()[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory):
-    a = start_agent(str(tmp_path_factory.mktemp("agent")))
-    yield a
+@contextlib.contextmanager
+def pod_agent(d: str, registry, pod: str, units: list, ready, *extra: str):
+    """An agent (nested cgroups, pulling from registry) running pod's units
+    until ready(status) holds; yields (agent, client). Afterwards the pod is
+    emptied, its units' directories awaited and the agent stopped."""
+    a = start_agent(os.path.join(d, "agent"), "--insecure-registry", registry.host,
+                    *extra, env={"CELL_CGROUP_NEST": "1"})
+    c = a.client()
+    c.update_pod(pod_params(pod, units=units, terminationGracePeriodSeconds=0))
+    c.wait_status(ready, timeout=60)
+    yield a, c
+    c.update_pod(pod_params(pod, terminationGracePeriodSeconds=0))
+    left = os.path.join(a.dir, "state", "units")
+    deadline = time.monotonic() + 20
+    while os.listdir(left) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert a.stop() == 0, a.log()[-3000:]
-
-
-@pytest.fixture
-def client(agent):
-    c = agent.client()
-    yield c
-    c.close()
 
 
 def tls_raw(a: Agent, data: bytes, cert: bool = True, read_timeout: float = 2.0) -> bytes:

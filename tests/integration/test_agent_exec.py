@@ -24,43 +24,24 @@ import time
 import pytest
 
 from images import Image, busybox_layer, push
-from registry import Registry
-from wire import pod_params, unit
-from test_agent_api import start_agent
+from wire import unit
+from test_agent_api import pod_agent
 
 BB = "/bin/busybox"
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    r = Registry(str(tmp_path_factory.mktemp("execreg")))
-    yield r
-    r.close()
-
-
-@pytest.fixture(scope="module")
-def pod(tmp_path_factory, registry):
-    push(registry, "t/bbx", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
-    d = str(tmp_path_factory.mktemp("exec"))
-    a = start_agent(os.path.join(d, "agent"), "--insecure-registry", registry.host,
-                    env={"CELL_CGROUP_NEST": "1"})
-    c = a.client()
+def pod(tmp_path_factory, module_registry):
+    reg = module_registry
+    push(reg, "t/bbx", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
     name = f"ex{os.getpid()}"
-    c.update_pod(pod_params("ns_exec", units=[
-        unit(name, registry.ref("t/bbx", "v1"), command=[BB, "sleep", "100000"]),
-        unit(name + "r", registry.ref("t/bbx", "v1"),
-             command=["/bin/sh", "-c", "while read l; do echo \"got $l\"; done; echo eof"])],
-        terminationGracePeriodSeconds=0))
-    c.wait_status(lambda s: len(s["unitStatus"]) == 2 and
-                  all("running" in (u.get("state") or {}) for u in s["unitStatus"]),
-                  timeout=60)
-    yield a, c, name
-    c.update_pod(pod_params("ns_exec", terminationGracePeriodSeconds=0))
-    units = os.path.join(a.dir, "state", "units")
-    deadline = time.monotonic() + 20
-    while os.listdir(units) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert a.stop() == 0, a.log()[-3000:]
+    units = [unit(name, reg.ref("t/bbx", "v1"), command=[BB, "sleep", "100000"]),
+             unit(name + "r", reg.ref("t/bbx", "v1"),
+                  command=["/bin/sh", "-c", "while read l; do echo \"got $l\"; done; echo eof"])]
+    with pod_agent(str(tmp_path_factory.mktemp("exec")), reg, "ns_exec", units,
+                   lambda s: len(s["unitStatus"]) == 2 and
+                   all("running" in (u.get("state") or {}) for u in s["unitStatus"])) as (a, c):
+        yield a, c, name
 
 
 def read_until(s, pred, timeout=10.0) -> bytes:

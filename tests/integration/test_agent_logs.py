@@ -19,9 +19,8 @@ import time
 import pytest
 
 from images import Image, busybox_layer, push
-from registry import Registry
-from wire import pod_params, unit
-from test_agent_api import start_agent
+from wire import unit
+from test_agent_api import pod_agent
 
 BB = "/bin/busybox"
 N = 600
@@ -36,34 +35,17 @@ SCRIPT = (f"while [ ! -e /tmp/go ]; do {BB} usleep 10000; done; "
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    r = Registry(str(tmp_path_factory.mktemp("logreg")))
-    yield r
-    r.close()
-
-
-@pytest.fixture(scope="module")
-def cell(tmp_path_factory, registry):
-    push(registry, "t/bbl", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
-    d = str(tmp_path_factory.mktemp("logs"))
-    a = start_agent(os.path.join(d, "agent"), "--insecure-registry", registry.host,
-                    "--container-log-max-size", "4Ki", "--container-log-max-files", "5",
-                    "--agent-log-max-size", "8192", "--agent-log-max-files", "3",
-                    env={"CELL_CGROUP_NEST": "1"})
-    c = a.client()
+def cell(tmp_path_factory, module_registry):
+    reg = module_registry
+    push(reg, "t/bbl", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
     name = f"lg{os.getpid()}"
-    c.update_pod(pod_params("ns-logs_web", units=[
-        unit(name, registry.ref("t/bbl", "v1"), command=["/bin/sh", "-c", SCRIPT])],
-        terminationGracePeriodSeconds=0))
-    c.wait_status(lambda s: s["unitStatus"] and
-                  "running" in (s["unitStatus"][0].get("state") or {}), timeout=60)
-    yield a, c, name
-    c.update_pod(pod_params("ns-logs_web", terminationGracePeriodSeconds=0))
-    units = os.path.join(a.dir, "state", "units")
-    deadline = time.monotonic() + 20
-    while os.listdir(units) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert a.stop() == 0, a.log()[-3000:]
+    units = [unit(name, reg.ref("t/bbl", "v1"), command=["/bin/sh", "-c", SCRIPT])]
+    with pod_agent(str(tmp_path_factory.mktemp("logs")), reg, "ns-logs_web", units,
+                   lambda s: s["unitStatus"] and
+                   "running" in (s["unitStatus"][0].get("state") or {}),
+                   "--container-log-max-size", "4Ki", "--container-log-max-files", "5",
+                   "--agent-log-max-size", "8192", "--agent-log-max-files", "3") as (a, c):
+        yield a, c, name
 
 
 def collect_follow(s, until: bytes, timeout: float = 60.0) -> bytes:

@@ -17,21 +17,6 @@ import zlib
 import pytest
 
 from wire import WireError, make_package
-from test_agent_api import start_agent
-
-
-@pytest.fixture(scope="module")
-def agent(tmp_path_factory):
-    a = start_agent(str(tmp_path_factory.mktemp("small")))
-    yield a
-    assert a.stop() == 0, a.log()[-3000:]
-
-
-@pytest.fixture
-def client(agent):
-    c = agent.client()
-    yield c
-    c.close()
 
 
 def status_of(client, method, path, **kw) -> int:

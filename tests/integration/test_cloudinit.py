@@ -30,6 +30,7 @@ from typing import Dict, List, Optional
 import pytest
 
 import metadata as md
+from nsfwd import pump
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -621,22 +622,6 @@ def test_auto_probe_first_answer_wins(run, cell, servers):
         silent.close()
 
 
-def _pipe(a, b):
-    try:
-        while True:
-            d = a.recv(65536)
-            if not d:
-                break
-            b.sendall(d)
-    except OSError:
-        pass
-    finally:
-        try:
-            b.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-
 def test_auto_probe_retries_until_a_late_service(run, cell, servers):
     """Nothing listens at the EC2 address at first (refused); 1 s later a
     forwarder to the fake starts there, and the back-off retries find it."""
@@ -656,7 +641,7 @@ def test_auto_probe_retries_until_a_late_service(run, cell, servers):
                 return
             u = socket.create_connection(("127.0.0.1", target.port))
             for a, b in ((c, u), (u, c)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
 
     threading.Thread(target=forward, daemon=True).start()
     try:

@@ -46,7 +46,9 @@ def socket_in(ns_path: Optional[str]) -> socket.socket:
     return out["sock"]
 
 
-def _pump(a: socket.socket, b: socket.socket) -> None:
+def pump(a: socket.socket, b: socket.socket) -> None:
+    """Copy a to b until a ends, then end b's writing side (one direction
+    of a TCP forward; run one per direction)."""
     try:
         while True:
             d = a.recv(65536)
@@ -90,9 +92,9 @@ class Forward:
             c.close()
             t.close()
             return
-        th = threading.Thread(target=_pump, args=(c, t), daemon=True)
+        th = threading.Thread(target=pump, args=(c, t), daemon=True)
         th.start()
-        _pump(t, c)
+        pump(t, c)
         th.join(timeout=30)
         c.close()
         t.close()
