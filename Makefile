@@ -7,6 +7,7 @@
 #   make tsan       the agent's threaded tests under TSan (OUT=build-tsan)
 #   make lint       clang-format check and the banned-function check
 #   make fuzz       libFuzzer builds of every harness (clang)
+#   make fuzz-run   each harness under libFuzzer for FUZZ_SECONDS (30)
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 OUT ?= build
@@ -95,7 +96,7 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
-.PHONY: all check asan tsan lint fuzz clean tests deps install release static \
+.PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release static \
 	image image-test
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
@@ -220,13 +221,12 @@ $(OUT)/fuzz/%: $(call obj,tests/fuzz/%.c) $(call obj,tests/fuzz/replay.c) $(LIBS
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/libfuzzer/%: tests/fuzz/%.c $(COMMON_SRC) $(PULL_SRC) $(CINIT_SRC) \
-		$(AGENT_SRC) $(RUNTIME_SRC) $(NET_SRC) $(BOOT_SRC) $(CTL_SRC) | $(CIVETWEB_LIB)
+# The tree is compiled once with clang's coverage and ASan+UBSan (make fuzz
+# sets OUT=$(FUZZ_OUT), CC=clang); each harness links libFuzzer's main.
+$(OUT)/libfuzzer/%: $(call obj,tests/fuzz/%.c) $(LIBS)
 	@mkdir -p $(dir $@)
-	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DCELL_VERSION='"$(VERSION)"' \
-		-Icommon -Iimagepull -Icloudinit -Iagent -Iruntime -Inetsetup -Iboot -Icontroller \
-		-I$(CIVETWEB)/include $(PKG_CFLAGS) \
-		-fsanitize=fuzzer,address,undefined -o $@ $^ $(CIVETWEB_LIB) $(PKG_LIBS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
 
 tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)
 
@@ -237,7 +237,21 @@ asan:
 	$(MAKE) OUT=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
 		SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" check
 
-fuzz: $(FUZZ_LIBFUZZER)
+# libFuzzer builds of every harness into $(FUZZ_OUT)/libfuzzer (clang;
+# its warnings do not fail this build, gcc's -Werror build is the gate);
+# fuzz-run runs each for FUZZ_SECONDS from its corpus (scripts/fuzz-run.sh):
+# a crash fails and its input is kept in $(FUZZ_OUT)/fuzz-crashes.
+FUZZ_OUT ?= build-fuzz
+FUZZ_SECONDS ?= 30
+fuzz:
+	$(MAKE) OUT=$(FUZZ_OUT) CC=clang HARDEN= \
+		CFLAGS="-O1 -g -fno-omit-frame-pointer -Wno-error \
+		-Wno-unknown-warning-option" \
+		SAN="-fsanitize=fuzzer-no-link,address,undefined" fuzz-bins
+fuzz-bins: $(FUZZ_LIBFUZZER)
+
+fuzz-run: fuzz
+	OUT=$(FUZZ_OUT) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-run.sh
 
 # ThreadSanitizer: the agent's threaded integration tests (scripts/tsan.sh
 # says which) against a -fsanitize=thread build; any report fails.
@@ -318,6 +332,6 @@ lint:
 	scripts/lint.sh
 
 clean:
-	rm -rf build build-asan build-static build-tsan
+	rm -rf build build-asan build-static build-tsan build-fuzz
 
 -include $(shell find $(OUT)/obj -name '*.d' 2>/dev/null)

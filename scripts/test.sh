@@ -1,10 +1,13 @@
 #!/bin/bash
 # The whole test suite, from a fresh Debian 12 machine: installs what it
 # needs, checks style, builds, runs the suite (unit, fuzz-corpus replay,
-# integration against real parts), then the same suite built with
-# ASan+UBSan. Ends with one line "N passed, N failed" summing both runs.
+# integration against real parts), each fuzz harness under libFuzzer for
+# FUZZ_SECONDS, then the same suite built with ASan+UBSan. Ends with one
+# line "N passed, N failed" summing all runs.
 #
 #   SKIP_ASAN=1   skip the sanitizer run (quicker local iterations)
+#   SKIP_FUZZ=1   skip the timed fuzzing
+#   FUZZ_SECONDS  per harness (5; `make fuzz-run` defaults to 30)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
@@ -33,6 +36,21 @@ if make -j"$jobs" tests >build/make.log 2>&1; then
 else
 	tail -40 build/make.log
 	total_f=$((total_f + 1))
+fi
+
+# Each libFuzzer harness for a bounded time (a clang build of its own);
+# FUZZ_SECONDS per harness keeps CI within its 30 minutes.
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+	echo "== timed fuzzing (libFuzzer, ${FUZZ_SECONDS:-5} s per harness)"
+	mkdir -p build-fuzz
+	if make -j"$jobs" fuzz >build-fuzz/make.log 2>&1; then
+		OUT=build-fuzz FUZZ_SECONDS=${FUZZ_SECONDS:-5} scripts/fuzz-run.sh 2>&1 |
+			tee build-fuzz/fuzz.log
+		summary build-fuzz/fuzz.log
+	else
+		tail -40 build-fuzz/make.log
+		total_f=$((total_f + 1))
+	fi
 fi
 
 if [ "${SKIP_ASAN:-0}" != 1 ]; then
