@@ -70,9 +70,9 @@ int logq_parse(const struct route *r, struct logq *q, struct cerr *e);
 /* The backend's log file of a unit (owned), or NULL: ENOENT when there is
  * none, EIO when the backend failed. */
 char *log_path(struct api *a, const char *unit, bool previous, struct cerr *e);
-/* The pod IP that port-forward dials ("" in the status: localhost). */
+/* The pod IP that port-forward dials (none known: localhost). */
 void status_pod_ip(struct api *a, char *out, size_t n);
-/* 1 running, 0 not, -1 unknown (no status, or the unit is not in it). */
+/* 1 running, 0 not, -1 unknown (no such unit, or the backend cannot say). */
 int status_unit_running(struct api *a, const char *unit);
 
 /* civetweb's request handler for every URI. */
@@ -82,8 +82,7 @@ int on_request(struct mg_connection *c, void *cbdata);
 
 int ws_connect(const struct mg_connection *cc, void *cbdata);
 void ws_ready(struct mg_connection *c, void *cbdata);
-int ws_data(struct mg_connection *c, int bits, char *p, size_t n,
-	    void *cbdata);
+int ws_data(struct mg_connection *c, int bits, char *p, size_t n, void *cbdata);
 void ws_close(const struct mg_connection *c, void *cbdata);
 
 #endif

@@ -32,6 +32,12 @@ struct api_backend {
 			  struct cerr *e);
 	/* A PodStatusReply JSON text (caller frees), or NULL. */
 	char *(*status_json)(void *ctx);
+	/* Whether a unit runs ("" = the first regular unit): 1 yes, 0 no, -1
+	 * no such unit. NULL: unknown (attach and log follow then go on). */
+	int (*unit_running)(void *ctx, const char *unit);
+	/* The pod IP that port-forward dials (caller frees); NULL or "":
+	 * 127.0.0.1. */
+	char *(*pod_ip)(void *ctx);
 	/* The CRI log file of a unit's current (or previous) run; NULL with
 	 * ENOENT when the unit is unknown. */
 	char *(*log_path)(void *ctx, const char *unit, bool previous,

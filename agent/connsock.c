@@ -66,4 +66,3 @@ int connsock_find(const char *remote_ip, int remote_port, int local_port)
 	}
 	return -1;
 }
-

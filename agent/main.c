@@ -480,6 +480,16 @@ static char *be_status(void *ctx)
 	return sup_status_json(((struct agent *)ctx)->sup);
 }
 
+static int be_unit_running(void *ctx, const char *unit)
+{
+	return sup_unit_running(((struct agent *)ctx)->sup, unit);
+}
+
+static char *be_pod_ip(void *ctx)
+{
+	return sup_pod_ip(((struct agent *)ctx)->sup);
+}
+
 static char *be_log_path(void *ctx, const char *unit, bool previous,
 			 struct cerr *e)
 {
@@ -564,6 +574,8 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .ctx = &ag,
 	    .update_pod = be_update,
 	    .status_json = be_status,
+	    .unit_running = be_unit_running,
+	    .pod_ip = be_pod_ip,
 	    .log_path = be_log_path,
 	    .exec_start = be_exec,
 	    .exec_end = be_exec_end,

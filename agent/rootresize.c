@@ -268,4 +268,3 @@ int resize_root(const struct resize_opts *o, struct buf *log, struct cerr *e)
 	}
 	return 0;
 }
-

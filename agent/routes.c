@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +21,6 @@
 #include "deploy.h"
 #include "filetail.h"
 #include "fsutil.h"
-#include "jsonutil.h"
 #include "log.h"
 #include "logread.h"
 #include "pullproc.h"
@@ -109,7 +107,7 @@ static bool wants_close(struct mg_connection *c)
  * stay small or on the heap: civetweb's workers run on 256 KiB stacks
  * (USE_STACK_SIZE in the Makefile). */
 int reply(struct mg_connection *c, int status, const char *ctype,
-		 const void *body, size_t len)
+	  const void *body, size_t len)
 {
 	char hdr[256];
 	bool close = wants_close(c);
@@ -318,56 +316,19 @@ static int read_body(struct mg_connection *c, struct buf *out, struct cerr *e)
 }
 
 /* ======================================================================
- * status JSON: the pod IP and whether a unit runs
+ * the backend's typed answers
  * ====================================================================== */
 
-static json_t *status_get(struct api *a)
-{
-	cleanup_free char *s =
-	    a->b.status_json ? a->b.status_json(a->b.ctx) : NULL;
-
-	return s ? json_loads(s, 0, NULL) : NULL;
-}
-
-/* The pod IP that port-forward dials ("" in the status: localhost). */
 void status_pod_ip(struct api *a, char *out, size_t n)
 {
-	cleanup_json json_t *j = status_get(a);
-	const char *ip = j ? jstr(j, "podIP") : NULL;
+	cleanup_free char *ip = a->b.pod_ip ? a->b.pod_ip(a->b.ctx) : NULL;
 
 	snprintf(out, n, "%s", ip && *ip ? ip : "127.0.0.1");
 }
 
-static json_t *find_unit(json_t *j, const char *unit)
-{
-	static const char *const lists[] = {"unitStatus", "initUnitStatus"};
-
-	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
-		json_t *arr = json_object_get(j, lists[l]), *u;
-		size_t i;
-
-		if (!*unit && l == 0 && json_array_size(arr))
-			return json_array_get(arr, 0);
-		json_array_foreach(arr, i, u)
-		{
-			const char *n = jstr(u, "name");
-			if (n && !strcmp(n, unit))
-				return u;
-		}
-	}
-	return NULL;
-}
-
-/* 1 running, 0 not, -1 unknown (no status, or the unit is not in it). */
 int status_unit_running(struct api *a, const char *unit)
 {
-	cleanup_json json_t *j = status_get(a);
-	json_t *u = j ? find_unit(j, unit) : NULL, *st;
-
-	if (!u)
-		return -1;
-	st = json_object_get(u, "state");
-	return json_is_object(json_object_get(st, "running")) ? 1 : 0;
+	return a->b.unit_running ? a->b.unit_running(a->b.ctx, unit) : -1;
 }
 
 /* ======================================================================
@@ -446,8 +407,7 @@ int logq_parse(const struct route *r, struct logq *q, struct cerr *e)
 	return 0;
 }
 
-char *log_path(struct api *a, const char *unit, bool previous,
-		      struct cerr *e)
+char *log_path(struct api *a, const char *unit, bool previous, struct cerr *e)
 {
 	char *p;
 
@@ -491,7 +451,7 @@ static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
 	}
 	buf_init(&out, 0);
 	if (logread_tail(path, fd, st.st_size, q.lines, q.bytes, q.metadata,
-			   &out, &e) < 0)
+			 &out, &e) < 0)
 		status = reply_err(c, &e);
 	else
 		status = reply(c, 200, "text/plain; charset=utf-8",

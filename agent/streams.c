@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base64.h"
 #include "cleanup.h"
 #include "connsock.h"
 #include "jsonutil.h"
@@ -65,6 +66,7 @@ struct stream {
 	uint64_t params_by;
 	struct buf first; /* a log's tail, sent before it is followed */
 	struct buf msg;	  /* a fragmented message being joined */
+	struct buf dec;	  /* its payload, decoded */
 	struct buf in;	  /* bytes for the process or the port */
 	/* exec */
 	int pidfd, in_fd, out_fd, err_fd, tty_fd;
@@ -78,69 +80,9 @@ struct stream {
 
 /* ---- framing: one ASCII digit, then standard base64 ---- */
 
-static const char b64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static size_t b64_encode(const unsigned char *in, size_t n, char *out)
-{
-	size_t o = 0, i;
-
-	for (i = 0; i + 2 < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
-			     in[i + 2];
-		out[o++] = b64[v >> 18];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = b64[(v >> 6) & 63];
-		out[o++] = b64[v & 63];
-	}
-	if (i < n) {
-		uint32_t v = (uint32_t)in[i] << 16 |
-			     (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
-		out[o++] = b64[v >> 18];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-		out[o++] = '=';
-	}
-	return o;
-}
-
-static int b64_val(char c)
-{
-	const char *p = c ? strchr(b64, c) : NULL;
-
-	return p ? (int)(p - b64) : -1;
-}
-
-/* Decode in place (padding optional); -1 when not base64. */
-static ssize_t b64_decode(char *s, size_t n)
-{
-	size_t o = 0;
-	uint32_t acc = 0;
-	int bits = 0, pad = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int v;
-
-		if (s[i] == '=') {
-			if (++pad > 2)
-				return -1;
-			continue;
-		}
-		if (pad || (v = b64_val(s[i])) < 0)
-			return -1;
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			s[o++] = (char)(acc >> bits);
-		}
-	}
-	return (ssize_t)o;
-}
-
 static int ws_send(struct stream *s, int ch, const void *p, size_t n)
 {
-	size_t cap = 1 + (n + 2) / 3 * 4;
+	size_t cap = 1 + B64_ENCODED_LEN(n) + 1;
 	char stackbuf[4096];
 	char *f = cap <= sizeof(stackbuf) ? stackbuf : xmalloc(cap);
 	int r;
@@ -179,7 +121,6 @@ static void ws_close_frame(struct stream *s, int code)
 	mg_websocket_write(s->conn, MG_WEBSOCKET_OPCODE_CONNECTION_CLOSE,
 			   (const char *)b, 2);
 }
-
 
 /* Drop the connection under civetweb's feet: its read loop ends and the
  * close handler runs. */
@@ -726,7 +667,7 @@ static int tail_begin(struct stream *s, struct cerr *e)
 	 * lost or sent twice in between. */
 	fd = logtail_file(s->tail, &off);
 	return logread_tail(p, fd, off, s->q.lines, s->q.bytes, s->q.metadata,
-			      &s->first, e);
+			    &s->first, e);
 }
 
 static int attach_begin(struct stream *s, const char *js, size_t n,
@@ -954,6 +895,7 @@ static struct stream *stream_new(struct api *a, struct mg_connection *c,
 	atomic_store(&s->last_rx, now_ns());
 	s->params_by = now_ns() + 30ull * 1000000000;
 	buf_init(&s->msg, WS_MSG_MAX);
+	buf_init(&s->dec, WS_MSG_MAX);
 	buf_init(&s->in, 0);
 	buf_init(&s->first, 0);
 	if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0)
@@ -985,8 +927,8 @@ static void stream_free(struct stream *s)
 	if (s->pidfd >= 0) {
 		exec_end(s);
 		/* Its children too, when it leads a process group of its own
-		 * (spawn_pidfd's SETSID). It is ours and not reaped yet (alive or
-		 * a zombie), so neither its pid nor its group can have been
+		 * (spawn_pidfd's SETSID). It is ours and not reaped yet (alive
+		 * or a zombie), so neither its pid nor its group can have been
 		 * reused. */
 		if (s->pid > 0 && getpgid(s->pid) == s->pid)
 			kill(-s->pid, SIGKILL);
@@ -1004,6 +946,7 @@ static void stream_free(struct stream *s)
 			close(s->wake[i]);
 	logtail_free(s->tail);
 	buf_free(&s->msg);
+	buf_free(&s->dec);
 	buf_free(&s->in);
 	buf_free(&s->first);
 	pthread_mutex_destroy(&s->mu);
@@ -1052,7 +995,8 @@ int ws_connect(const struct mg_connection *cc, void *cbdata)
 		reply_err(c, &e);
 		return 1;
 	}
-	s->sock = connsock_find(ri->remote_addr, ri->remote_port, ri->server_port);
+	s->sock =
+	    connsock_find(ri->remote_addr, ri->remote_port, ri->server_port);
 	if (s->sock < 0)
 		log_warn("stream: socket not found; a silent peer will linger");
 	mg_set_user_connection_data(c, s);
@@ -1114,7 +1058,9 @@ static int ws_params(struct stream *s, const char *p, size_t n)
 /* A whole message from the client (fragments joined). */
 static int ws_message(struct stream *s, char *p, size_t n)
 {
-	ssize_t len;
+	struct cerr e = {0};
+	const char *d;
+	size_t len;
 	int ch;
 
 	if (!s->got_params && s->kind != ST_LOGS)
@@ -1122,11 +1068,14 @@ static int ws_message(struct stream *s, char *p, size_t n)
 	if (n == 0)
 		return 1;
 	ch = p[0] - '0';
-	len = b64_decode(p + 1, n - 1);
-	if (len < 0) {
-		log_debug("stream: a frame that is not base64");
+	/* Padding optional, as the old agent read it. */
+	buf_reset(&s->dec);
+	if (b64_decode(p + 1, n - 1, 0, &s->dec, &e) < 0) {
+		log_debug("stream: a frame that is not base64: %s", e.msg);
 		return 1;
 	}
+	d = s->dec.data ? s->dec.data : "";
+	len = s->dec.len;
 	if (ch == 0 && len == 0 && s->kind != ST_PORTFORWARD) {
 		/* An empty stdin frame is the end of stdin (the controller
 		 * never sends one: it stops sending instead). */
@@ -1137,14 +1086,13 @@ static int ws_message(struct stream *s, char *p, size_t n)
 		return 1;
 	}
 	if (ch == 0 && (s->in_fd >= 0 || s->pf_fd >= 0))
-		return queue_input(s, p + 1, (size_t)len) < 0 ? 0 : 1;
+		return queue_input(s, d, len) < 0 ? 0 : 1;
 	if (ch == 4 && s->kind == ST_EXEC)
-		exec_resize(s, p + 1, (size_t)len);
+		exec_resize(s, d, len);
 	return 1;
 }
 
-int ws_data(struct mg_connection *c, int bits, char *p, size_t n,
-		   void *cbdata)
+int ws_data(struct mg_connection *c, int bits, char *p, size_t n, void *cbdata)
 {
 	struct stream *s = mg_get_user_connection_data(c);
 	int op = bits & 0x0f;
@@ -1209,4 +1157,3 @@ void ws_close(const struct mg_connection *c, void *cbdata)
 	mg_set_user_connection_data(c, NULL);
 	stream_free(s);
 }
-

@@ -75,7 +75,15 @@ struct supervisor {
 	char *pending;
 	size_t pending_len;
 	char *status_text;
-	char **log_paths; /* unit name, current log, previous log, … */
+	/* The typed answers the API asks for, published with status_text:
+	 * regular units first, then init units. */
+	struct unit_view {
+		char *name;
+		char *log, *prev_log; /* the current and the previous run's */
+		bool is_init, running;
+	} * views;
+	size_t n_views;
+	char *pod_ip_text;
 	bool quit;
 	/* Owned by the supervisor thread. */
 	char *spec_body;

@@ -422,7 +422,7 @@ static void collect_usage(struct supervisor *s, struct pod_status *ps)
 	free(uu);
 }
 
-static char *status_text(struct supervisor *s)
+static char *status_text(struct supervisor *s, const char *ip)
 {
 	struct pod_status ps = {0};
 	char *text;
@@ -439,19 +439,18 @@ static char *status_text(struct supervisor *s)
 			fill_status(u, &ps.units[ps.n_units++]);
 	}
 	collect_usage(s, &ps);
-	ps.pod_ip = pod_ip(s);
+	ps.pod_ip = (char *)ip;
 	text = wire_status_json(&ps);
-	free(ps.pod_ip);
 	stats_free(ps.usage, ps.n_usage);
 	free(ps.units);
 	free(ps.init_units);
 	return text;
 }
 
-/* name, current log, previous log; repeated; regular units first. */
-static char **log_table(struct supervisor *s)
+/* What the API may ask of each unit; regular units first. */
+static struct unit_view *unit_views(struct supervisor *s, size_t *n)
 {
-	char **t = xcalloc(3 * s->n_units + 1, sizeof(char *));
+	struct unit_view *v = xcalloc(s->n_units + 1, sizeof(*v));
 	size_t k = 0;
 
 	for (int pass = 0; pass < 2; pass++)
@@ -459,23 +458,43 @@ static char **log_table(struct supervisor *s)
 			const struct unit_rec *u = &s->units[i];
 			if (u->removed || u->is_init != (pass == 1))
 				continue;
-			t[k++] = xstrdup(u->name);
-			t[k++] = xasprintf("%s/%d/log", u->dir, u->seq);
-			t[k++] = xasprintf("%s/%d/log", u->dir, u->seq - 1);
+			v[k].name = xstrdup(u->name);
+			v[k].log = xasprintf("%s/%d/log", u->dir, u->seq);
+			v[k].prev_log =
+			    xasprintf("%s/%d/log", u->dir, u->seq - 1);
+			v[k].is_init = u->is_init;
+			v[k].running = u->state.kind == STATE_RUNNING;
+			k++;
 		}
-	return t;
+	*n = k;
+	return v;
+}
+
+static void unit_views_free(struct unit_view *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].log);
+		free(v[i].prev_log);
+	}
+	free(v);
 }
 
 static void publish(struct supervisor *s)
 {
-	char *text = status_text(s);
-	char **logs = log_table(s);
+	char *ip = pod_ip(s);
+	char *text = status_text(s, ip);
+	size_t n;
+	struct unit_view *v = unit_views(s, &n);
 
 	pthread_mutex_lock(&s->mu);
 	free(s->status_text);
 	s->status_text = text;
-	strv_free(s->log_paths);
-	s->log_paths = logs;
+	unit_views_free(s->views, s->n_views);
+	s->views = v;
+	s->n_views = n;
+	free(s->pod_ip_text);
+	s->pod_ip_text = ip;
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -670,7 +689,8 @@ static void sup_free(struct supervisor *s)
 	free(s->spec_body);
 	free(s->pending);
 	free(s->status_text);
-	strv_free(s->log_paths);
+	unit_views_free(s->views, s->n_views);
+	free(s->pod_ip_text);
 	strv_free(s->vol_sources);
 	strv_free(s->warned);
 	strv_free(s->insecure);
@@ -752,20 +772,56 @@ char *sup_status_json(struct supervisor *s)
 	return t;
 }
 
+/* The view of unit ("" = the first one; first_regular: the first regular
+ * unit only, as the status's unitStatus[0]), under s->mu; NULL when none. */
+static const struct unit_view *find_view(const struct supervisor *s,
+					 const char *unit, bool first_regular)
+{
+	for (size_t i = 0; i < s->n_views; i++) {
+		const struct unit_view *v = &s->views[i];
+		if (!unit || !*unit)
+			return first_regular && v->is_init ? NULL : v;
+		if (!strcmp(v->name, unit))
+			return v;
+	}
+	return NULL;
+}
+
 char *sup_log_path(struct supervisor *s, const char *unit, bool previous,
 		   struct cerr *e)
 {
+	const struct unit_view *v;
 	char *p = NULL;
 
 	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; s->log_paths && s->log_paths[i]; i += 3)
-		if (!unit || !*unit || !strcmp(s->log_paths[i], unit)) {
-			p = xstrdup(s->log_paths[i + (previous ? 2 : 1)]);
-			break;
-		}
+	v = find_view(s, unit, false);
+	if (v)
+		p = xstrdup(previous ? v->prev_log : v->log);
 	pthread_mutex_unlock(&s->mu);
 	if (!p)
 		cerr_set(e, ENOENT, "no unit '%s' in this pod",
 			 unit && *unit ? unit : "(first)");
 	return p;
+}
+
+int sup_unit_running(struct supervisor *s, const char *unit)
+{
+	const struct unit_view *v;
+	int r;
+
+	pthread_mutex_lock(&s->mu);
+	v = find_view(s, unit, true);
+	r = v ? v->running : -1;
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+char *sup_pod_ip(struct supervisor *s)
+{
+	char *ip;
+
+	pthread_mutex_lock(&s->mu);
+	ip = xstrdup(s->pod_ip_text ? s->pod_ip_text : "");
+	pthread_mutex_unlock(&s->mu);
+	return ip;
 }

@@ -45,5 +45,10 @@ char *sup_status_json(struct supervisor *s);
  * previous is set, of its previous run; NULL with ENOENT when unknown. */
 char *sup_log_path(struct supervisor *s, const char *unit, bool previous,
 		   struct cerr *e);
+/* Whether a unit runs ("" = the first regular unit): 1 yes, 0 no, -1 no
+ * such unit. */
+int sup_unit_running(struct supervisor *s, const char *unit);
+/* The pod IP the status reports (caller frees; "" when none is known). */
+char *sup_pod_ip(struct supervisor *s);
 
 #endif

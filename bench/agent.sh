@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh >/dev/null
 make -j"$(nproc)" >/dev/null
 mkdir -p build/bench
-cc -O2 -Wall -Wextra -o build/bench/statusload bench/statusload.c -lcurl
+cc -O2 -Wall -Wextra -o build/bench/statusload bench/statusload.c -lssl -lcrypto
 exec /usr/bin/python3 bench/agent.py

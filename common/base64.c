@@ -82,10 +82,15 @@ int b64_decode(const char *in, size_t n, unsigned flags, struct buf *out,
 	return buf_append(out, "", 0, e);
 }
 
+size_t b64_encode(const void *p, size_t n, char *out)
+{
+	return (size_t)EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+}
+
 char *b64_encode_str(const void *p, size_t n)
 {
-	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
+	char *out = xmalloc(B64_ENCODED_LEN(n) + 1);
 
-	EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+	b64_encode(p, n, out);
 	return out;
 }

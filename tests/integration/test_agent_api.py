@@ -104,7 +104,7 @@ def make_boot(d: str) -> tuple:
 
 def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[int] = None,
                 boot_config: Optional[str] = None, wait: bool = True,
-                prefix: Sequence[str] = ()) -> Agent:
+                prefix: Sequence[str] = (), verbose: bool = True) -> Agent:
     if not os.access(AGENT, os.X_OK):
         pytest.fail(f"cell-agent not found at {AGENT} (make build/bin/cell-agent)",
                     pytrace=False)
@@ -118,7 +118,7 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
     # Never the host's /var/log: the agent's own log and the units' links
     # go below the test's directory (extra may say otherwise).
     args = [AGENT, "--boot-dir", boot, "--state-dir", os.path.join(d, "state"),
-            "--image-cache", os.path.join(d, "cache"), "-v",
+            "--image-cache", os.path.join(d, "cache"), *(["-v"] if verbose else []),
             "--agent-log", os.path.join(d, "varlog", "itzo", "itzo.log"),
             "--containers-log-dir", os.path.join(d, "varlog", "containers"), *extra]
     if boot_config is None or "itzoFlag-port" not in boot_config:

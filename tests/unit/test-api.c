@@ -208,6 +208,28 @@ static char *fake_status(void *ctx)
 			     : "\"terminated\":{\"exitCode\":0}");
 }
 
+/* The same answers as fake_status, typed. */
+static int fake_unit_running(void *ctx, const char *unit)
+{
+	int r;
+
+	(void)ctx;
+	if (!strcmp(unit, "side"))
+		return 1;
+	if (*unit && strcmp(unit, "app") != 0)
+		return -1;
+	pthread_mutex_lock(&fake_mu);
+	r = fake_running;
+	pthread_mutex_unlock(&fake_mu);
+	return r;
+}
+
+static char *fake_pod_ip(void *ctx)
+{
+	(void)ctx;
+	return xstrdup("127.0.0.1");
+}
+
 static char *fake_log_path(void *ctx, const char *unit, bool previous,
 			   struct cerr *e)
 {
@@ -239,6 +261,8 @@ static int fake_exec(void *ctx, const struct api_exec_req *req,
 static const struct api_backend fake = {
     .update_pod = fake_update,
     .status_json = fake_status,
+    .unit_running = fake_unit_running,
+    .pod_ip = fake_pod_ip,
     .log_path = fake_log_path,
     .exec_start = fake_exec,
 };
