@@ -439,14 +439,24 @@ static int configure_and_start(struct supervisor *s, struct unit_rec *u,
 	return runtime_start(s->o.monitor_bin, run, e);
 }
 
+/* The cell's own disk, not the unit, is at fault: full or failing. */
+static bool storage_trouble(int code)
+{
+	return code == ENOSPC || code == EDQUOT || code == EIO || code == EROFS;
+}
+
 static void start_failed(struct unit_rec *u, bool pulled, const struct cerr *e)
 {
 	struct cerr ignore = {0};
 
 	log_warn("unit %s: %s", u->name, e->msg);
-	if (!pulled) {
-		/* Image trouble is often passing: retry later. */
-		cleanup_free char *why = xasprintf("ErrImagePull: %s", e->msg);
+	if (!pulled || storage_trouble(e->code)) {
+		/* Image trouble is often passing, and so is a full state
+		 * filesystem: wait and retry, never a startFailure (Kip
+		 * fails the pod on one). */
+		cleanup_free char *why = xasprintf(
+		    "%s: %s", pulled ? "CreateContainerError" : "ErrImagePull",
+		    e->msg);
 		set_waiting(u, why, false);
 		u->not_before_ns = now_ns() + backoff_ns(++u->backoff_n);
 	} else {

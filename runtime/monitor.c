@@ -44,6 +44,8 @@
 
 #define STATE_MAX (64u << 10)
 #define REPORT_MAX 2048
+#define EXIT_SLOT ".exit.slot"
+#define EXIT_SLOT_BYTES 8192u /* an exit record is well under 4 KiB */
 #define DRAIN_MS 5000 /* pipes held open by something outside the unit */
 #define START_TIMEOUT_MS 120000
 
@@ -172,6 +174,7 @@ struct monitor {
 	struct crilog log;
 	int sync_fd, sigfd, timerfd;
 	int out_fd, err_fd; /* read ends of the unit's stdout and stderr */
+	int exit_slot;	    /* EXIT_SLOT, reserved at start; -1 once used */
 	pid_t init;
 	uint64_t init_start;
 	bool init_done, stopping;
@@ -505,16 +508,72 @@ static int write_state(struct monitor *m, struct cerr *e)
 	return write_atomic(m->dir, "state.json", text, e);
 }
 
-static void write_exit(struct monitor *m, struct unit_runtime_state *st)
+/* Space for exit.json, taken before the workload starts (written, not
+ * fallocated, and synced, so that overwriting it needs no new block): a
+ * unit that ends while the state filesystem is full still gets its exit
+ * record, never "cell-monitor died". */
+static int reserve_exit(struct monitor *m, struct cerr *e)
+{
+	cleanup_free char *p = xasprintf("%s/%s", m->dir, EXIT_SLOT);
+	static const char zero[4096];
+
+	m->exit_slot =
+	    open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (m->exit_slot < 0)
+		return cerr_sys(e, "create %s", p);
+	for (size_t n = 0; n < EXIT_SLOT_BYTES; n += sizeof(zero))
+		if (fs_write_all(m->exit_slot, zero, sizeof(zero)) < 0)
+			return cerr_sys(e, "reserve %s", p);
+	if (fsync(m->exit_slot) < 0)
+		return cerr_sys(e, "reserve %s", p);
+	return 0;
+}
+
+/* exit.json through the reserved slot: overwritten in place, cut to size
+ * (which only frees) and renamed. Without a slot (or for a record too big
+ * for it), the usual write. Safe to call again after a failure. */
+static int put_exit(struct monitor *m, const char *text, struct cerr *e)
+{
+	cleanup_free char *slot = xasprintf("%s/%s", m->dir, EXIT_SLOT);
+	cleanup_free char *dst = xasprintf("%s/exit.json", m->dir);
+	size_t n = strlen(text);
+
+	if (m->exit_slot < 0 || n > EXIT_SLOT_BYTES)
+		return write_atomic(m->dir, "exit.json", text, e);
+	if (fs_pwrite_all(m->exit_slot, text, n, 0) < 0 ||
+	    ftruncate(m->exit_slot, (off_t)n) < 0)
+		return cerr_sys(e, "write %s", slot);
+	if (rename(slot, dst) < 0)
+		return cerr_sys(e, "rename %s", slot);
+	close(m->exit_slot);
+	m->exit_slot = -1;
+	return 0;
+}
+
+/* With persist, a failed write is tried again with back-off (1 s doubling
+ * to 30 s) until it succeeds: the monitor outlives its unit rather than
+ * leave the agent to guess the exit (it would say 137 "cell-monitor
+ * died"). The agent keeps seeing the unit running until then. */
+static void write_exit(struct monitor *m, struct unit_runtime_state *st,
+		       bool persist)
 {
 	cleanup_free char *text = NULL;
 	struct cerr e = {0};
+	unsigned wait_s = 1;
 
 	st->started_at_ns = m->started_ns;
 	st->finished_at_ns = m->finished_ns ? m->finished_ns : wall_ns();
 	text = runexit_to_json(st);
-	if (write_atomic(m->dir, "exit.json", text, &e) < 0)
-		log_error("%s", e.msg);
+	while (put_exit(m, text, &e) < 0) {
+		if (!persist) {
+			log_error("%s", e.msg);
+			return;
+		}
+		log_error("%s; trying again in %u s", e.msg, wait_s);
+		sleep(wait_s);
+		wait_s = wait_s >= 16 ? 30 : wait_s * 2;
+		e = (struct cerr){0};
+	}
 }
 
 /* ---- the loop ---- */
@@ -644,7 +703,7 @@ static void finish(struct monitor *m)
 	struct cerr e = {0};
 
 	monitor_decide_exit(m->wstatus, cg_oom_kills(&m->cg), &st);
-	write_exit(m, &st);
+	write_exit(m, &st, true);
 	log_info("unit %s: %s, exit code %d", m->cfg.id, st.reason,
 		 st.exit_code);
 	runtime_state_free(&st);
@@ -674,7 +733,8 @@ static int start_failed(struct monitor *m, const struct cerr *err,
 	if (dir_claimed) {
 		st.reason = xstrdup("StartError");
 		st.message = xstrdup(err->msg);
-		write_exit(m, &st);
+		/* Once: the agent hears the error on the sync pipe. */
+		write_exit(m, &st, false);
 		runtime_state_free(&st);
 	}
 	report(&m->sync_fd, "error %d %s", err->code, err->msg);
@@ -684,6 +744,8 @@ static int start_failed(struct monitor *m, const struct cerr *err,
 static void monitor_free(struct monitor *m)
 {
 	crilog_close(&m->log);
+	if (m->exit_slot >= 0)
+		close(m->exit_slot);
 	cg_free(&m->cg);
 	runconfig_free(&m->cfg);
 	free(m->dir);
@@ -696,6 +758,7 @@ int monitor_run(const char *unit_dir, int sync_fd)
 			    .timerfd = -1,
 			    .out_fd = -1,
 			    .err_fd = -1,
+			    .exit_slot = -1,
 			    .log = {.fd = -1}};
 	struct cerr e = {0};
 	char msg[REPORT_MAX];
@@ -711,9 +774,10 @@ int monitor_run(const char *unit_dir, int sync_fd)
 		goto out;
 	}
 	protect_from_oom();
-	if (load_config(m.dir, &m.cfg, &e) < 0 || setup_signals(&m, &e) < 0 ||
-	    setup_log(&m, &e) < 0 || setup_cgroup(&m, &e) < 0 ||
-	    spawn(&m, msg, sizeof(msg), &e) < 0 || write_state(&m, &e) < 0) {
+	if (load_config(m.dir, &m.cfg, &e) < 0 || reserve_exit(&m, &e) < 0 ||
+	    setup_signals(&m, &e) < 0 || setup_log(&m, &e) < 0 ||
+	    setup_cgroup(&m, &e) < 0 || spawn(&m, msg, sizeof(msg), &e) < 0 ||
+	    write_state(&m, &e) < 0) {
 		rc = start_failed(&m, &e, true);
 		goto out;
 	}

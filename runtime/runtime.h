@@ -15,7 +15,10 @@
  *   run.json     written by the agent (atomically) before runtime_start
  *   state.json   written by the monitor once the workload has been exec'd
  *   exit.json    written by the monitor when the unit is over (or failed to
- *                start); the monitor exits right after
+ *                start); the monitor exits right after. It is written over
+ *                .exit.slot, space the monitor reserves before the unit
+ *                starts, so a full filesystem cannot lose it; a write that
+ *                still fails is retried until it succeeds
  *   monitor.log  the monitor's own diagnostics
  *   monitor.lock flock()ed by the live monitor: one monitor per unit dir
  *

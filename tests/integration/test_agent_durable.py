@@ -12,13 +12,18 @@ unit whose registry accepts connections and never answers.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import subprocess
 import time
 
+import pytest
+
 from test_agent_helpers import Stall, wait_for
-from test_agent_pod import FAST, cell, image, sh, units_by_name  # noqa: F401
-from wire import pod_params
+from test_agent_pod import (FAST, cell, image, read_json, sh, state_of,  # noqa: F401
+                            units_by_name)
+from wire import WireError, pod_params
 
 POD = "durable_pod"
 PROBE_MARK = "durable-probe"
@@ -97,3 +102,94 @@ def test_sigterm_while_queued_keeps_the_new_spec(cell, image, tmp_path):
         assert "waiting" in units_by_name(st)["durable-stuck"]["state"], st
     finally:
         stall.close()
+
+
+def run_state(d, name: str) -> dict:
+    """The unit's newest run's state.json (the monitor's pids)."""
+    units = os.path.join(d, "state", "units", name)
+    runs = sorted((r for r in os.listdir(units) if r.isdigit()), key=int)
+    return read_json(os.path.join(units, runs[-1], "state.json"))
+
+
+def fill(path: str) -> None:
+    """Write zeros to path until the filesystem says ENOSPC."""
+    chunk = b"\0" * 65536
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+    # A last few bytes: the filesystem is full to the page.
+    with open(path + "-tail", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0")
+        except OSError as e:
+            assert e.errno == errno.ENOSPC, e
+
+
+def test_full_state_filesystem_cycle(mounts, cell, image, tmp_path):
+    d = tmp_path / "agent"
+    state = d / "state"
+    os.makedirs(state)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0700",
+                    "durable-state", str(state)], check=True)
+    mounts.append(str(state))
+    a, c = cell(d=d)
+    # Units that end when the test sends their shell SIGTERM: one with
+    # exit 0, one with exit 1 (which OnFailure restarts).
+    job = sh(image, "durable-job", "trap 'exit 0' TERM; while :; do sleep 0.1; done")
+    crash = sh(image, "durable-crash", "trap 'exit 1' TERM; while :; do sleep 0.1; done")
+    keep = sh(image, "durable-keep", "exec sleep 1000")
+    spec1 = pod_params(POD, units=[job, crash, keep], restart_policy="OnFailure",
+                       terminationGracePeriodSeconds=0)
+    c.update_pod(spec1)
+    c.wait_status(lambda s: all("running" in state_of(s, n)
+                                for n in ("durable-job", "durable-crash", "durable-keep")))
+    job_pid = run_state(d, "durable-job")["containerPid"]
+    crash_pid = run_state(d, "durable-crash")["containerPid"]
+
+    fill(str(state / "durable-fill"))
+    try:
+        # A spec that cannot be saved: an error the controller retries,
+        # and the old spec stays in force.
+        new = sh(image, "durable-new", "exec sleep 1000")
+        spec2 = pod_params(POD, units=[job, crash, keep, new], restart_policy="OnFailure",
+                           terminationGracePeriodSeconds=0)
+        with pytest.raises(WireError) as err:
+            c.update_pod(spec2)
+        assert err.value.status == 503, err.value
+        assert "No space left" in err.value.body, err.value
+        with open(state / "pod.json") as f:
+            assert "durable-new" not in f.read()
+        # A unit that ends while the disk is full, and one that must be
+        # restarted: it cannot start, and waits (never a startFailure).
+        os.kill(job_pid, signal.SIGTERM)
+        os.kill(crash_pid, signal.SIGTERM)
+        def tried(s):  # past its back-off, a start was tried
+            w = state_of(s, "durable-crash").get("waiting", {})
+            return w.get("startFailure") or "No space left" in w.get("reason", "")
+        st = c.wait_status(tried, timeout=30)
+        waiting = state_of(st, "durable-crash")["waiting"]
+        assert waiting["startFailure"] is False, waiting
+        assert "No space left" in waiting["reason"], waiting
+        assert "durable-new" not in units_by_name(st)
+        wait_for(lambda: not os.path.exists(f"/proc/{job_pid}"), what="the job's end")
+        job_state = state_of(c.status(), "durable-job")
+        assert job_state.get("terminated", {}).get("exitCode", 0) == 0, job_state
+        assert "running" in state_of(c.status(), "durable-keep")
+    finally:
+        os.unlink(state / "durable-fill")
+        os.unlink(state / "durable-fill-tail")
+
+    # Space is back: everything resumes without a restart of the agent.
+    st = c.wait_status(lambda s: "terminated" in state_of(s, "durable-job") and
+                       "running" in state_of(s, "durable-crash"), timeout=60)
+    done = state_of(st, "durable-job")["terminated"]
+    assert done["exitCode"] == 0 and done["reason"] == "Completed", done
+    assert units_by_name(st)["durable-crash"]["restartCount"] >= 1
+    c.update_pod(spec2)
+    st = c.wait_status(lambda s: "running" in state_of(s, "durable-new"), timeout=60)
+    assert "running" in state_of(st, "durable-keep")
+    assert a.alive()
