@@ -280,8 +280,9 @@ int cache_find_image(const struct cache *c, const char *ref,
 	buf_free(&b);
 	if (r < 0)
 		return -1;
-	if (!j || strcmp(json_string_value(json_object_get(j, "ref")) ?: "",
-			 ref) != 0 ||
+	if (!j ||
+	    strcmp(json_string_value(json_object_get(j, "ref")) ?: "", ref) !=
+		0 ||
 	    image_from_json(j, img) < 0) {
 		cache_image_free(img);
 		return cerr_set(e, ENOENT, "image record %s is not usable", p);

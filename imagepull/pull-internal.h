@@ -115,25 +115,8 @@ int authfile_lookup(const char *json, size_t len, const char *registry,
 int token_reply_parse(const char *json, size_t len, char **token,
 		      long *expires_in, struct cerr *e);
 
-/* ---- unpack.c: apply one uncompressed tar layer ---- */
-struct archive;
-enum unpack_mode {
-	UNPACK_FLAT,	/* whiteouts delete from rootfd (flattened rootfs) */
-	UNPACK_OVERLAY, /* whiteouts become overlayfs form in a layer dir */
-};
-struct unpack_stats {
-	uint64_t entries;
-	uint64_t bytes;
-};
-/* Read every entry of a (tar) archive reader and apply it beneath rootfd.
- * Nothing is ever written outside rootfd: a hostile entry fails the whole
- * layer with a clear error. */
-int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
-		 struct unpack_stats *st, struct cerr *e);
-/* Convenience for tests and tools: a tar (any compression libarchive knows)
- * from an fd. */
-int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,
-		    struct unpack_stats *st, struct cerr *e);
+/* ---- unpack.c: the extraction core, see unpack.h ---- */
+#include "unpack.h"
 
 /* ---- decompress.c: streaming gzip (ISA-L), zstd and plain layers ---- */
 struct decomp;

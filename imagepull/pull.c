@@ -445,9 +445,9 @@ static int record(struct pull *p, struct cerr *e)
 	digests[k++] = p->m.config.digest;
 	for (size_t i = 0; i < n; i++)
 		digests[k++] = p->m.layers[i].digest;
-	cleanup_free char *plat = xasprintf(
-	    "%s/%s%s%s", p->plat.os, p->plat.arch, p->plat.variant[0] ? "/" : "",
-	    p->plat.variant);
+	cleanup_free char *plat =
+	    xasprintf("%s/%s%s%s", p->plat.os, p->plat.arch,
+		      p->plat.variant[0] ? "/" : "", p->plat.variant);
 	struct cache_image img = {
 	    .config = p->m.config.digest,
 	    .platform = plat,
