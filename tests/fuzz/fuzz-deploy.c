@@ -171,8 +171,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (entries_in(pkgs, NAME) != 0)
 		fail("packages/ holds something besides the package");
 	if (r == 0) {
-		rootfd = openat(pkgfd, NAME,
-				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		rootfd =
+		    openat(pkgfd, NAME,
+			   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (rootfd < 0)
 			fail("a deployed package is not a directory");
 		check_links(rootfd, rootfd, "", 0);
