@@ -57,7 +57,8 @@ endif
 
 # Each component is a library plus a thin main.c.
 COMMON_SRC := $(wildcard common/*.c)
-PULL_SRC := $(filter-out imagepull/main.c,$(wildcard imagepull/*.c))
+PULL_SRC := $(filter-out imagepull/main.c imagepull/cached-main.c,\
+	$(wildcard imagepull/*.c))
 CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
@@ -77,7 +78,7 @@ CIVETWEB_LIB := $(OUT)/lib/libcivetweb.a
 LIBS := $(CTL_LIB) $(AGENT_LIB) $(RUNTIME_LIB) $(CIVETWEB_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) \
 	$(CINIT_LIB) $(COMMON_LIB)
 
-BINS := $(OUT)/bin/cell-pull
+BINS := $(OUT)/bin/cell-pull $(OUT)/bin/cell-pull-cached
 BINS += $(if $(wildcard cloudinit/main.c),$(OUT)/bin/cell-cloudinit)
 BINS += $(if $(wildcard netsetup/main.c),$(OUT)/bin/cell-net)
 BINS += $(if $(wildcard agent/main.c),$(OUT)/bin/cell-agent)
@@ -208,6 +209,16 @@ $(OUT)/bin/cell-pull: $(call obj,imagepull/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# cell-pull-cached: the agent's curl-free front of cell-pull (cached.c);
+# --as-needed keeps libcurl and libarchive out of its NEEDED list.
+# Static libcrypto and jansson, as cell-agent: it starts on every unit
+# start, and the loader's work is what it exists to save.
+$(OUT)/bin/cell-pull-cached: $(call obj,imagepull/cached-main.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(if $(filter 1,$(STATIC)),$(PKG_LIBS),\
+		-Wl,-Bstatic -lcrypto -ljansson -Wl,-Bdynamic -lpthread)
 
 $(OUT)/tests/%: $(call obj,tests/unit/%.c) $(LIBS)
 	@mkdir -p $(dir $@)

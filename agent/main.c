@@ -110,7 +110,9 @@ static void usage(FILE *f)
 	    "  --monitor-bin PATH       cell-monitor (next to cell-agent)\n"
 	    "  --pod-memory-reserve Q   the pod may use the instance's memory\n"
 	    "                           minus Q (default 256Mi; off: no cap)\n"
-	    "  --pull-bin PATH          cell-pull, the image puller (next to\n"
+	    "  --pull-bin PATH          the image puller (cell-pull-cached, "
+	    "its\n"
+	    "                           cache front, else cell-pull, next to\n"
 	    "                           cell-agent)\n"
 	    "  --unpack-bin PATH        cell-unpack, the deploy-package\n"
 	    "                           extractor (next to cell-agent)\n"
@@ -691,8 +693,16 @@ int main(int argc, char **argv)
 		  n - 1);
 	if (!o.monitor_bin)
 		o.monitor_bin = monitor = beside_self(self, "cell-monitor");
-	if (!o.pull_bin)
-		o.pull_bin = pull = beside_self(self, "cell-pull");
+	/* cell-pull-cached mounts a cached image without loading libcurl
+	 * and execs cell-pull otherwise; an install without it (an older
+	 * layout) runs cell-pull itself. */
+	if (!o.pull_bin) {
+		o.pull_bin = pull = beside_self(self, "cell-pull-cached");
+		if (access(pull, X_OK) < 0) {
+			free(pull);
+			o.pull_bin = pull = beside_self(self, "cell-pull");
+		}
+	}
 	if (!o.unpack_bin)
 		o.unpack_bin = unpack = beside_self(self, "cell-unpack");
 	if (o.plain_http)

@@ -1,15 +1,13 @@
-/* Deploy packages: the extractor.
+/* Deploy packages: the extractor's policy over the extraction core
+ * (imagepull/unpack.c, which layers go through too).
  *
  * It is a security boundary (the old agent wrote wherever a tar
- * name pointed). What keeps a package inside packages/<name>/:
+ * name pointed). What keeps a package inside packages/<name>/, beyond the
+ * core's own rules (names cleaned and ".." fatal, parents resolved beneath
+ * the root, the last component never followed):
  *
- *  - names are cleaned with path_clean, and a ".." anywhere fails the whole
- *    package: a hostile archive is refused, not half-applied;
- *  - every entry is created through its parent directory, resolved beneath
- *    the package root by path_open_parent (openat2 RESOLVE_BENEATH or the
- *    O_NOFOLLOW walker), so an absolute or climbing symlink on the way makes
- *    the package fail instead of being followed; the last component is
- *    never followed (O_EXCL|O_NOFOLLOW after removing what was there);
+ *  - only entries under ROOTFS/ are the package (map_name); a hostile
+ *    archive is refused as a whole (EINVAL: 400), not half-applied;
  *  - symlink targets must stay inside the package: targets that start with
  *    ROOTFS/ are rewritten to a relative path inside it, absolute targets
  *    are refused, and a relative target may climb only as many levels as
@@ -17,7 +15,8 @@
  *    on the name, because the name may run through symlinks);
  *  - a hardlink's target is a regular file of this package (never a
  *    directory or a symlink: a second name for a symlink at another depth
- *    would carry its target somewhere else).
+ *    would carry its target somewhere else);
+ *  - no set-id bits, no devices or fifos, caps on entries and bytes.
  *
  * The package is built in ".tmp-XXXXXXXXXXXX" next to the old one and
  * swapped in with renameat2(RENAME_EXCHANGE), so a reader sees the old
@@ -43,37 +42,19 @@
 #include "fsutil.h"
 #include "log.h"
 #include "path.h"
+#include "unpack.h"
 #include "util.h"
 
-#define DIRS_MEM_MAX (64u << 20)
 #define LINK_TARGET_MAX 4095
 #define MSG_NAME_MAX 200
 #define CHECK_CHUNK 65536
 
-static inline void archive_read_freep(struct archive **a)
-{
-	if (*a)
-		archive_read_free(*a);
-}
-
-struct dirmode {
-	char *rel;
-	mode_t mode;
-	uid_t uid;
-	gid_t gid;
-};
-
+/* What the core (imagepull/unpack.h) needs to know about packages, and
+ * the real path of the package root for the link checks. */
 struct extractor {
 	struct archive *a;
-	int rootfd;
 	char rootpath[PATH_MAX]; /* the real path of rootfd */
 	size_t rootlen;
-	bool as_root;
-	uint64_t bytes, entries;
-	struct dirmode *dirs;
-	size_t ndirs, capdirs, dirs_mem;
-	char rel[PATH_MAX_INPUT];     /* the current entry inside the package */
-	char scratch[PATH_MAX_INPUT]; /* link targets */
 	struct cerr *e;
 };
 
@@ -90,206 +71,24 @@ static int archive_fail(struct archive *a, struct cerr *e, const char *what)
 			msg ? msg : "unknown libarchive error");
 }
 
-/* Strip "ROOTFS/" from a cleaned entry name. 1 with x->rel set for an
- * entry of the package, 0 for one to skip. */
-static int entry_rel(struct extractor *x, const char *raw)
+/* Entries under "ROOTFS/" are the package, with that prefix stripped; the
+ * rest (and ROOTFS itself) is skipped. */
+static int map_name(void *ctx, char *name, struct cerr *e)
 {
-	char clean[PATH_MAX_INPUT];
-
-	if (path_clean(raw, clean, sizeof(clean), x->e) < 0) {
-		x->e->code = EINVAL;
-		return -1;
-	}
-	if (strncmp(clean, "ROOTFS", 6) != 0 ||
-	    (clean[6] != '/' && clean[6] != '\0'))
+	if (strncmp(name, "ROOTFS", 6) != 0 || name[6] != '/')
 		return 0;
-	if (clean[6] == '\0')
-		return 0; /* the package root itself */
-	memcpy(x->rel, clean + 7, strlen(clean + 7) + 1);
+	memmove(name, name + 7, strlen(name + 7) + 1);
 	return 1;
 }
 
-/* Something is in the way of a new entry: remove it (a whole tree if it is
- * a directory), never following a symlink. */
-static int clear_slot(struct extractor *x, int pfd, const char *base)
+/* A hardlink names its target by the archive's name too. */
+static int map_hardlink(void *ctx, char *target, struct cerr *e)
 {
-	if (unlinkat(pfd, base, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR)
-		return cerr_sys(x->e, "remove the existing '%s'", x->rel);
-	return fs_rm_rf_at(pfd, base, x->e);
-}
-
-/* The header's permissions without set-id bits: a package is data for a
- * volume, and a set-id binary in it would be a gift to whoever can run it. */
-static mode_t entry_perm(struct archive_entry *ent)
-{
-	return archive_entry_perm(ent) & 01777;
-}
-
-static int entry_owner(struct extractor *x, struct archive_entry *ent,
-		       uid_t *uid, gid_t *gid)
-{
-	int64_t u = archive_entry_uid(ent), g = archive_entry_gid(ent);
-
-	/* (uid_t)-1 would mean "leave unchanged" to chown. */
-	if (u < 0 || u >= UINT32_MAX || g < 0 || g >= UINT32_MAX)
-		return cerr_set(x->e, EINVAL, "owner %lld:%lld is out of range",
-				(long long)u, (long long)g);
-	*uid = (uid_t)u;
-	*gid = (gid_t)g;
-	return 0;
-}
-
-static int pwrite_all(int fd, const char *p, size_t n, off_t off)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
-
-/* Copy the entry's data; libarchive hands sparse files over as blocks with
- * offsets. */
-static int write_data(struct extractor *x, struct archive_entry *ent, int fd)
-{
-	la_int64_t end = 0;
-
-	for (;;) {
-		const void *buf;
-		size_t len;
-		la_int64_t off;
-		int r = archive_read_data_block(x->a, &buf, &len, &off);
-
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
-			return archive_fail(x->a, x->e, "read data");
-		if (off < 0)
-			return cerr_set(x->e, EINVAL, "negative data offset");
-		x->bytes += len;
-		if (x->bytes > DEPLOY_UNPACKED_MAX)
-			return cerr_set(x->e, EFBIG,
-					"package unpacks to more than %llu "
-					"MiB",
-					DEPLOY_UNPACKED_MAX >> 20);
-		if (len && pwrite_all(fd, buf, len, (off_t)off) < 0)
-			return cerr_sys(x->e, "write");
-		if (off + (la_int64_t)len > end)
-			end = off + (la_int64_t)len;
-	}
-	if (archive_entry_size_is_set(ent) && archive_entry_size(ent) > end) {
-		if ((uint64_t)archive_entry_size(ent) > DEPLOY_UNPACKED_MAX)
-			return cerr_set(x->e, EFBIG, "entry is too large");
-		if (ftruncate(fd, (off_t)archive_entry_size(ent)) < 0)
-			return cerr_sys(x->e, "truncate");
-	}
-	return 0;
-}
-
-static int extract_file(struct extractor *x, struct archive_entry *ent, int pfd,
-			const char *base)
-{
-	const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-	mode_t perm = entry_perm(ent);
-	cleanup_close int fd = openat(pfd, base, fl, 0600);
-	uid_t uid;
-	gid_t gid;
-
-	if (fd < 0 && errno == EEXIST) {
-		if (clear_slot(x, pfd, base) < 0)
-			return -1;
-		fd = openat(pfd, base, fl, 0600);
-	}
-	if (fd < 0)
-		return cerr_sys(x->e, "create");
-	if (write_data(x, ent, fd) < 0)
-		return -1;
-	if (x->as_root) {
-		if (entry_owner(x, ent, &uid, &gid) < 0)
-			return -1;
-		if (fchown(fd, uid, gid) < 0)
-			return cerr_sys(x->e, "chown");
-	}
-	if (fchmod(fd, perm) < 0)
-		return cerr_sys(x->e, "chmod");
-	return 0;
-}
-
-/* Directories are made owner-writable while the package is extracted (so a
- * 0555 directory can still receive its entries without root) and get their
- * own mode and owner at the end. */
-static int extract_dir(struct extractor *x, struct archive_entry *ent, int pfd,
-		       const char *base)
-{
-	struct stat st;
-	struct dirmode *d;
-	size_t n = strlen(x->rel) + 1;
-
-	if (mkdirat(pfd, base, 0700) < 0) {
-		if (errno != EEXIST)
-			return cerr_sys(x->e, "mkdir");
-		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return cerr_sys(x->e, "stat");
-		if (!S_ISDIR(st.st_mode)) {
-			if (clear_slot(x, pfd, base) < 0)
-				return -1;
-			if (mkdirat(pfd, base, 0700) < 0)
-				return cerr_sys(x->e, "mkdir");
-		}
-	}
-	if (x->dirs_mem + n + sizeof(*d) > DIRS_MEM_MAX)
-		return cerr_set(x->e, EFBIG, "too many directories");
-	if (x->ndirs == x->capdirs) {
-		x->capdirs = x->capdirs ? x->capdirs * 2 : 64;
-		x->dirs = xrealloc(x->dirs, x->capdirs * sizeof(*x->dirs));
-	}
-	d = &x->dirs[x->ndirs];
-	if (entry_owner(x, ent, &d->uid, &d->gid) < 0)
-		return -1;
-	d->rel = xstrdup(x->rel);
-	d->mode = entry_perm(ent);
-	x->ndirs++;
-	x->dirs_mem += n + sizeof(*d);
-	return 0;
-}
-
-static int fix_dirs(struct extractor *x)
-{
-	/* Deepest first: a parent that loses its search permission must not
-	 * stop its children from getting theirs (without root). */
-	for (size_t i = x->ndirs; i-- > 0;) {
-		struct dirmode *d = &x->dirs[i];
-		cleanup_close int fd = -1;
-
-		fd = path_open_beneath(x->rootfd, d->rel,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
-				       x->e);
-		if (fd < 0) {
-			if (x->e->code == ENOENT || x->e->code == ENOTDIR ||
-			    x->e->code == ELOOP) {
-				cerr_clear(x->e); /* replaced later on */
-				continue;
-			}
-			return cerr_prefix(x->e, "directory '%.*s'",
-					   MSG_NAME_MAX, d->rel);
-		}
-		if (x->as_root && fchown(fd, d->uid, d->gid) < 0)
-			return cerr_sys(x->e, "chown '%.*s'", MSG_NAME_MAX,
-					d->rel);
-		if (fchmod(fd, d->mode) < 0)
-			return cerr_sys(x->e, "chmod '%.*s'", MSG_NAME_MAX,
-					d->rel);
-	}
+	if (strncmp(target, "ROOTFS/", 7) != 0 || !target[7])
+		return cerr_set(e, EINVAL,
+				"hardlink target '%.*s' is outside the package",
+				MSG_NAME_MAX, target);
+	memmove(target, target + 7, strlen(target + 7) + 1);
 	return 0;
 }
 
@@ -346,9 +145,11 @@ static bool target_inside(const char *t, int depth)
 	return true;
 }
 
-/* The target to store for a symlink, in x->scratch. */
-static int link_target(struct extractor *x, int pfd, const char *t)
+/* The target to store for a symlink, in out. */
+static int link_target(void *ctx, int pfd, const char *t, char *out, size_t n,
+		       struct cerr *e)
 {
+	struct extractor *x = ctx;
 	char clean[PATH_MAX_INPUT];
 	int depth;
 	size_t o = 0;
@@ -371,7 +172,10 @@ static int link_target(struct extractor *x, int pfd, const char *t)
 					"symlink target '%.*s' leaves the "
 					"package",
 					MSG_NAME_MAX, t);
-		memcpy(x->scratch, t, strlen(t) + 1);
+		if (strlen(t) + 1 > n)
+			return cerr_set(x->e, EINVAL,
+					"symlink target too long");
+		memcpy(out, t, strlen(t) + 1);
 		return 0;
 	}
 	/* "ROOTFS/a/b" names a/b of this package: "../" once per level of
@@ -381,153 +185,18 @@ static int link_target(struct extractor *x, int pfd, const char *t)
 		return cerr_prefix(x->e, "symlink target");
 	}
 	for (int i = 0; i < depth; i++) {
-		if (o + 4 >= sizeof(x->scratch))
+		if (o + 4 >= n)
 			return cerr_set(x->e, EINVAL,
 					"symlink target too long");
-		memcpy(x->scratch + o, "../", 3);
+		memcpy(out + o, "../", 3);
 		o += 3;
 	}
-	if (o + strlen(clean + 7) + 2 > sizeof(x->scratch))
+	if (o + strlen(clean + 7) + 2 > n)
 		return cerr_set(x->e, EINVAL, "symlink target too long");
-	memcpy(x->scratch + o, clean + 7, strlen(clean + 7) + 1);
-	if (!x->scratch[0])
-		memcpy(x->scratch, ".", 2);
+	memcpy(out + o, clean + 7, strlen(clean + 7) + 1);
+	if (!out[0])
+		memcpy(out, ".", 2);
 	return 0;
-}
-
-static int extract_symlink(struct extractor *x, struct archive_entry *ent,
-			   int pfd, const char *base)
-{
-	uid_t uid;
-	gid_t gid;
-
-	if (link_target(x, pfd, archive_entry_symlink(ent)) < 0)
-		return -1;
-	if (symlinkat(x->scratch, pfd, base) < 0) {
-		if (errno != EEXIST)
-			return cerr_sys(x->e, "symlink");
-		if (clear_slot(x, pfd, base) < 0)
-			return -1;
-		if (symlinkat(x->scratch, pfd, base) < 0)
-			return cerr_sys(x->e, "symlink");
-	}
-	if (!x->as_root)
-		return 0;
-	if (entry_owner(x, ent, &uid, &gid) < 0)
-		return -1;
-	if (fchownat(pfd, base, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-		return cerr_sys(x->e, "chown");
-	return 0;
-}
-
-static int extract_hardlink(struct extractor *x, const char *target, int pfd,
-			    const char *base)
-{
-	char clean[PATH_MAX_INPUT];
-	cleanup_close int tfd = -1;
-	const char *tbase, *trel;
-	struct stat st;
-
-	if (path_clean(target, clean, sizeof(clean), x->e) < 0) {
-		x->e->code = EINVAL;
-		return cerr_prefix(x->e, "hardlink target");
-	}
-	if (strncmp(clean, "ROOTFS/", 7) != 0 || !clean[7])
-		return cerr_set(x->e, EINVAL,
-				"hardlink target '%.*s' is outside the package",
-				MSG_NAME_MAX, target);
-	trel = clean + 7;
-	if (!strcmp(trel, x->rel))
-		return 0; /* a link to itself: already there */
-	tfd = path_open_parent(x->rootfd, trel, false, &tbase, x->e);
-	if (tfd < 0) {
-		if (x->e->code == EXDEV || x->e->code == ELOOP)
-			x->e->code = EINVAL;
-		return cerr_prefix(x->e, "hardlink target");
-	}
-	if (fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
-			return cerr_set(x->e, EINVAL,
-					"hardlink target '%.*s' is not in the "
-					"package (yet)",
-					MSG_NAME_MAX, trel);
-		return cerr_sys(x->e, "hardlink target '%.*s'", MSG_NAME_MAX,
-				trel);
-	}
-	if (!S_ISREG(st.st_mode))
-		return cerr_set(x->e, EINVAL,
-				"hardlink target '%.*s' is not a regular file",
-				MSG_NAME_MAX, trel);
-	if (linkat(tfd, tbase, pfd, base, 0) < 0) {
-		if (errno != EEXIST)
-			return cerr_sys(x->e, "link");
-		if (clear_slot(x, pfd, base) < 0)
-			return -1;
-		if (linkat(tfd, tbase, pfd, base, 0) < 0)
-			return cerr_sys(x->e, "link");
-	}
-	return 0;
-}
-
-static int extract_entry(struct extractor *x, struct archive_entry *ent)
-{
-	const char *hl = archive_entry_hardlink(ent), *base;
-	mode_t type = archive_entry_filetype(ent);
-	cleanup_close int pfd = -1;
-
-	if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
-		/* Devices, fifos and sockets have no business in a volume. */
-		log_debug("deploy: skipping '%.*s' of type %o", MSG_NAME_MAX,
-			  x->rel, (unsigned)type);
-		return 0;
-	}
-	pfd = path_open_parent(x->rootfd, x->rel, true, &base, x->e);
-	if (pfd < 0) {
-		if (x->e->code == EXDEV || x->e->code == ELOOP)
-			x->e->code = EINVAL; /* a hostile archive: 400 */
-		return -1;
-	}
-	if (hl)
-		return extract_hardlink(x, hl, pfd, base);
-	switch (type) {
-	case AE_IFDIR:
-		return extract_dir(x, ent, pfd, base);
-	case AE_IFLNK:
-		return extract_symlink(x, ent, pfd, base);
-	default:
-		return extract_file(x, ent, pfd, base);
-	}
-}
-
-static int extract_all(struct extractor *x)
-{
-	struct archive_entry *ent;
-	int r;
-
-	while ((r = archive_read_next_header(x->a, &ent)) == ARCHIVE_OK ||
-	       r == ARCHIVE_WARN) {
-		const char *raw = archive_entry_pathname(ent);
-		int in;
-
-		if (++x->entries > DEPLOY_ENTRIES_MAX)
-			return cerr_set(x->e, EFBIG,
-					"package has more than %u entries",
-					DEPLOY_ENTRIES_MAX);
-		if (!raw)
-			return cerr_set(x->e, EINVAL, "entry without a name");
-		in = entry_rel(x, raw);
-		if (in < 0)
-			return cerr_prefix(x->e, "entry '%.*s'", MSG_NAME_MAX,
-					   raw);
-		if (in == 0)
-			continue;
-		if (extract_entry(x, ent) < 0)
-			return cerr_prefix(x->e, "entry '%.*s'", MSG_NAME_MAX,
-					   raw);
-	}
-	if (r != ARCHIVE_EOF)
-		return archive_fail(x->a, x->e, "read package");
-	return fix_dirs(x);
 }
 
 static int open_archive(struct extractor *x, int fd)
@@ -542,15 +211,6 @@ static int open_archive(struct extractor *x, int fd)
 	if (archive_read_open_fd(x->a, fd, 65536) != ARCHIVE_OK)
 		return archive_fail(x->a, x->e, "open package");
 	return 0;
-}
-
-static void extractor_free(struct extractor *x)
-{
-	for (size_t i = 0; i < x->ndirs; i++)
-		free(x->dirs[i].rel);
-	free(x->dirs);
-	if (x->a)
-		archive_read_free(x->a);
 }
 
 /* libarchive's gzip reader never checks a member's trailer (CRC-32 and
@@ -623,18 +283,35 @@ static int check_gzip(int fd, struct cerr *e)
 	return r;
 }
 
+/* The package's rules over the core's: set-id bits dropped (a package is
+ * data for a volume, and a set-id binary in it would be a gift to whoever
+ * can run it), no devices, links kept inside, caps, errors a hostile
+ * archive causes are 400s. */
 static int extract_into(int rootfd, int fd, struct cerr *e)
 {
-	/* On the heap: it is 12 KiB, and the API's workers have small
+	/* On the heap: it holds a path, and the API's workers have small
 	 * stacks. */
 	struct extractor *x = xcalloc(1, sizeof(*x));
+	const struct unpack_policy pol = {
+	    .mode = UNPACK_FLAT,
+	    .no_devices = true,
+	    .defer_dir_modes = true,
+	    .hardlink_regular_only = true,
+	    .hostile_einval = true,
+	    .perm_mask = 01777,
+	    .max_bytes = DEPLOY_UNPACKED_MAX,
+	    .max_entries = DEPLOY_ENTRIES_MAX,
+	    .what = "entry",
+	    .ctx = x,
+	    .map_name = map_name,
+	    .link_target = link_target,
+	    .map_hardlink = map_hardlink,
+	};
 	char proc[64];
 	ssize_t n;
 	int r = -1;
 
-	x->rootfd = rootfd;
 	x->e = e;
-	x->as_root = geteuid() == 0;
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", rootfd);
 	n = readlink(proc, x->rootpath, sizeof(x->rootpath) - 1);
 	if (n < 0) {
@@ -643,11 +320,13 @@ static int extract_into(int rootfd, int fd, struct cerr *e)
 	}
 	x->rootpath[n] = '\0';
 	x->rootlen = (size_t)n;
-	if (open_archive(x, fd) < 0 || extract_all(x) < 0)
+	if (open_archive(x, fd) < 0 ||
+	    unpack_archive(x->a, rootfd, &pol, NULL, e) < 0)
 		goto out;
 	r = 0;
 out:
-	extractor_free(x);
+	if (x->a)
+		archive_read_free(x->a);
 	free(x);
 	return r;
 }

@@ -3,6 +3,9 @@ pick, in one run on this machine:
 
   (a) updatepod → unit running, image already cached, against `runc run -d`
       of the same (flattened) rootfs; ratio of medians (target <= 1.0x);
+      the same through a second agent that runs cell-pull itself for every
+      start (`--pull-bin cell-pull`, the path before cell-pull-cached), the
+      three timed in turn, rep by rep, so the ratios hold on a busy machine;
   (b) status requests per second over kept-alive mutual TLS with 16
       concurrent clients, and p99 latency (target >= 20,000/s), with the CPU
       time per request of the agent and of the load generator (on a shared
@@ -32,6 +35,7 @@ from registry import Registry  # noqa: E402
 from wire import pod_params, unit  # noqa: E402
 from test_agent_api import start_agent  # noqa: E402
 
+FULL_POD = "bench_full"
 BUILD = os.environ.get("CELL_BUILD", os.path.join(HERE, "..", "build"))
 REPS = int(os.environ.get("BENCH_REPS", "10"))
 
@@ -85,10 +89,10 @@ def big_pull(c, img: str) -> tuple:
     return [t * 1000 for t in idle], [t * 1000 for t in during]
 
 
-def time_to_running(c, img: str, i: int) -> float:
+def time_to_running(c, img: str, i: int, pod: str = "bench_pod") -> float:
     name = f"u{i}"
     t0 = time.monotonic()
-    c.update_pod(pod_params("bench_pod", units=[unit(name, img, command=["/bin/busybox", "sleep", "1000"])],
+    c.update_pod(pod_params(pod, units=[unit(name, img, command=["/bin/busybox", "sleep", "1000"])],
                             terminationGracePeriodSeconds=0))
     while time.monotonic() - t0 < 60:
         st = c.status()
@@ -126,6 +130,7 @@ def time_runc(bundle: str, i: int) -> float:
 
 def main():
     work = tempfile.mkdtemp(prefix="cell-bench-agent-")
+    load0 = os.getloadavg()
     with Registry(os.path.join(work, "registry")) as reg:
         push(reg, "bench/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
         img = f"{reg.host}/bench/bb:v1"
@@ -133,10 +138,27 @@ def main():
         # per request).
         a = start_agent(os.path.join(work, "agent"), "--insecure-registry", reg.host,
                         verbose=False)
-        c = a.client()
+        full = start_agent(os.path.join(work, "agent-full"), "--insecure-registry",
+                           reg.host, "--pull-bin", os.path.join(BUILD, "bin", "cell-pull"),
+                           verbose=False)
+        c, cf = a.client(), full.client()
         try:
-            time_to_running(c, img, 0)  # warms the image cache
-            agent_t = [time_to_running(c, img, i) for i in range(1, REPS + 1)]
+            rootfs = os.path.join(work, "flat")
+            subprocess.run([os.path.join(BUILD, "bin", "cell-pull"), "--image", img,
+                            "--insecure-registry", reg.host, "--workdir",
+                            os.path.join(work, "pullcache"), "--extract-to", rootfs],
+                           check=True)
+            bundle = runc_bundle(work, rootfs)
+            time_to_running(c, img, 0)  # warms the image caches
+            time_to_running(cf, img, 0, FULL_POD)
+            agent_t, full_t, runc_t = [], [], []
+            for i in range(1, REPS + 1):
+                agent_t.append(time_to_running(c, img, i))
+                full_t.append(time_to_running(cf, img, i, FULL_POD))
+                runc_t.append(time_runc(bundle, i))
+            cf.update_pod(pod_params(FULL_POD, terminationGracePeriodSeconds=0))
+            time.sleep(1)
+            full.stop()
             c.update_pod(pod_params("bench_pod", units=[unit(
                 "idle", img, command=["/bin/busybox", "sleep", "1000"])],
                                     terminationGracePeriodSeconds=0))
@@ -151,13 +173,6 @@ def main():
                  a.client_cert, a.client_key, "16", "10"],
                 capture_output=True, text=True)
             agent_cpu, load_cpu = cpu_s(a.proc.pid) - cpu0, children_cpu_s() - ru0
-            rootfs = os.path.join(work, "flat")
-            subprocess.run([os.path.join(BUILD, "bin", "cell-pull"), "--image", img,
-                            "--insecure-registry", reg.host, "--workdir",
-                            os.path.join(work, "pullcache"), "--extract-to", rootfs],
-                           check=True)
-            bundle = runc_bundle(work, rootfs)
-            runc_t = [time_runc(bundle, i) for i in range(REPS)]
             push(reg, "bench/big", "v1", Image(
                 [busybox_layer(), random_layer(100 << 20, seed=b"bench")],
                 config={"Cmd": ["/bin/sh"]}))
@@ -166,6 +181,8 @@ def main():
             c.update_pod(pod_params("bench_pod", terminationGracePeriodSeconds=0))
             time.sleep(1)
             a.stop()
+            if full.proc.poll() is None:
+                full.stop()
     ma, mr = statistics.median(agent_t), statistics.median(runc_t)
     print(f"(a) updatepod -> running, cached image: median {ma * 1000:.1f} ms "
           f"(of {REPS}); runc run -d: {mr * 1000:.1f} ms; ratio {ma / mr:.2f}x "
@@ -173,6 +190,12 @@ def main():
     nreq = int(load.stdout.split()[1]) if load.stdout.startswith("requests") else 0
     per = (f"; CPU per request: agent {agent_cpu / nreq * 1e6:.0f} us, load generator "
            f"{load_cpu / nreq * 1e6:.0f} us" if nreq else "")
+    mf = statistics.median(full_t)
+    pair = statistics.median(x / y for x, y in zip(agent_t, full_t))
+    print(f"    through cell-pull itself (--pull-bin cell-pull): median {mf * 1000:.1f} ms; "
+          f"ratio {mf / mr:.2f}x runc; cell-pull-cached/cell-pull pair by pair: "
+          f"median {pair:.2f}x")
+    print(f"    load average {load0[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(f"(b) status over mutual TLS, 16 clients, 10 s: {load.stdout.strip()} "
           f"(target >= 20000 rps){per}; load average {load1:.1f} on "
           f"{os.cpu_count()} CPUs")

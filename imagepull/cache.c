@@ -196,8 +196,7 @@ bool cache_has_layer(const struct cache *c, const char *diff_id)
 
 int cache_record_image(const struct cache *c, const char *ref,
 		       const char *const *digests, size_t n,
-		       const char *const *diff_ids, size_t n_diff,
-		       struct cerr *e)
+		       const struct cache_image *img, struct cerr *e)
 {
 	cleanup_json json_t *j = json_object(), *blobs = json_array(),
 			    *layers = json_array();
@@ -206,9 +205,11 @@ int cache_record_image(const struct cache *c, const char *ref,
 
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(blobs, json_string(digests[i]));
-	for (size_t i = 0; i < n_diff; i++)
-		json_array_append_new(layers, json_string(diff_ids[i]));
+	for (size_t i = 0; i < img->n_diff_ids; i++)
+		json_array_append_new(layers, json_string(img->diff_ids[i]));
 	json_object_set_new(j, "ref", json_string(ref));
+	json_object_set_new(j, "config", json_string(img->config));
+	json_object_set_new(j, "platform", json_string(img->platform));
 	json_object_set(j, "blobs", blobs);
 	json_object_set(j, "layers", layers);
 	text = json_dumps(j, JSON_INDENT(1));
@@ -216,4 +217,75 @@ int cache_record_image(const struct cache *c, const char *ref,
 		return cerr_set(e, ENOMEM, "record image");
 	p = cache_path(c, "images/%s.json", digest_hex(key));
 	return fs_write_atomic(p, text, strlen(text), 0600, e);
+}
+
+void cache_image_free(struct cache_image *img)
+{
+	free(img->config);
+	free(img->platform);
+	for (size_t i = 0; i < img->n_diff_ids; i++)
+		free(img->diff_ids[i]);
+	free(img->diff_ids);
+	memset(img, 0, sizeof(*img));
+}
+
+static bool digest_ok(const char *d)
+{
+	struct cerr ignore = {0};
+
+	return d && digest_validate(d, &ignore) == 0;
+}
+
+static int image_from_json(json_t *j, struct cache_image *img)
+{
+	json_t *layers = json_object_get(j, "layers"), *v;
+	const char *cfg = json_string_value(json_object_get(j, "config"));
+	const char *plat = json_string_value(json_object_get(j, "platform"));
+	size_t i;
+
+	/* Records written before "config" and "platform" were kept cannot
+	 * be served from the cache: the next pull rewrites them. */
+	if (!cfg || !plat || !json_is_array(layers) || !digest_ok(cfg))
+		return -1;
+	img->config = xstrdup(cfg);
+	img->platform = xstrdup(plat);
+	img->diff_ids = xcalloc(json_array_size(layers) + 1, sizeof(char *));
+	json_array_foreach(layers, i, v)
+	{
+		if (!digest_ok(json_string_value(v)))
+			return -1;
+		img->diff_ids[img->n_diff_ids++] =
+		    xstrdup(json_string_value(v));
+	}
+	return 0;
+}
+
+int cache_find_image(const struct cache *c, const char *ref,
+		     struct cache_image *img, struct cerr *e)
+{
+	char key[DIGEST_STR_MAX];
+	cleanup_free char *p = NULL;
+	cleanup_json json_t *j = NULL;
+	struct buf b;
+	int r;
+
+	memset(img, 0, sizeof(*img));
+	if (digest_buf("sha256", ref, strlen(ref), key, e) < 0)
+		return -1;
+	p = cache_path(c, "images/%s.json", digest_hex(key));
+	buf_init(&b, IMAGE_RECORD_MAX);
+	r = fs_read_file(p, &b, e);
+	if (r == 0)
+		j = json_loadb(b.data ? b.data : "", b.len, 0, NULL);
+	buf_free(&b);
+	if (r < 0)
+		return -1;
+	if (!j ||
+	    strcmp(json_string_value(json_object_get(j, "ref")) ?: "", ref) !=
+		0 ||
+	    image_from_json(j, img) < 0) {
+		cache_image_free(img);
+		return cerr_set(e, ENOENT, "image record %s is not usable", p);
+	}
+	return 0;
 }

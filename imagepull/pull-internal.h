@@ -14,6 +14,7 @@
 /* Hard caps on documents from the registry. */
 #define MANIFEST_MAX (4u << 20)
 #define CONFIG_MAX (8u << 20)
+#define DEFAULT_WORKDIR "/var/lib/cell/images"
 #define AUTHFILE_MAX (1u << 20)
 #define WWW_AUTH_MAX 8192
 
@@ -114,25 +115,8 @@ int authfile_lookup(const char *json, size_t len, const char *registry,
 int token_reply_parse(const char *json, size_t len, char **token,
 		      long *expires_in, struct cerr *e);
 
-/* ---- unpack.c: apply one uncompressed tar layer ---- */
-struct archive;
-enum unpack_mode {
-	UNPACK_FLAT,	/* whiteouts delete from rootfd (flattened rootfs) */
-	UNPACK_OVERLAY, /* whiteouts become overlayfs form in a layer dir */
-};
-struct unpack_stats {
-	uint64_t entries;
-	uint64_t bytes;
-};
-/* Read every entry of a (tar) archive reader and apply it beneath rootfd.
- * Nothing is ever written outside rootfd: a hostile entry fails the whole
- * layer with a clear error. */
-int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
-		 struct unpack_stats *st, struct cerr *e);
-/* Convenience for tests and tools: a tar (any compression libarchive knows)
- * from an fd. */
-int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,
-		    struct unpack_stats *st, struct cerr *e);
+/* ---- unpack.c: the extraction core, see unpack.h ---- */
+#include "unpack.h"
 
 /* ---- decompress.c: streaming gzip (ISA-L), zstd and plain layers ---- */
 struct decomp;
@@ -209,11 +193,24 @@ int cache_verify_blob(const struct cache *c, const char *digest,
 int cache_put_blob(const struct cache *c, const char *digest, const void *data,
 		   size_t len, struct cerr *e);
 bool cache_has_layer(const struct cache *c, const char *diff_id);
-/* Record a successful pull (for gc). */
+/* What a record of a pulled reference says about its image: enough to
+ * mount it again without the registry (cached.c). */
+struct cache_image {
+	char *config;	/* the config blob's digest */
+	char *platform; /* "os/arch[/variant]" it was picked for */
+	char **diff_ids;
+	size_t n_diff_ids;
+};
+#define IMAGE_RECORD_MAX (1u << 20)
+/* Record a successful pull: every blob it used (for gc) and img. */
 int cache_record_image(const struct cache *c, const char *ref,
 		       const char *const *digests, size_t n,
-		       const char *const *diff_ids, size_t n_diff,
-		       struct cerr *e);
+		       const struct cache_image *img, struct cerr *e);
+/* The record of ref (ref_string's spelling); ENOENT when there is none or
+ * it is not usable (written by an older cell-pull, or damaged). */
+int cache_find_image(const struct cache *c, const char *ref,
+		     struct cache_image *img, struct cerr *e);
+void cache_image_free(struct cache_image *img);
 
 /* ---- mount.c: overlayfs over cached layers ---- */
 int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,

@@ -20,7 +20,6 @@
 #include "pull-internal.h"
 #include "util.h"
 
-#define DEFAULT_WORKDIR "/var/lib/cell/images"
 #define DEFAULT_PARALLEL 4
 #define DEFAULT_RETRIES 8
 #define MAX_PARALLEL 32
@@ -446,9 +445,17 @@ static int record(struct pull *p, struct cerr *e)
 	digests[k++] = p->m.config.digest;
 	for (size_t i = 0; i < n; i++)
 		digests[k++] = p->m.layers[i].digest;
-	ret = cache_record_image(&p->cache, ref, digests, k,
-				 (const char *const *)p->config.diff_ids,
-				 p->config.n_diff_ids, e);
+	cleanup_free char *plat =
+	    xasprintf("%s/%s%s%s", p->plat.os, p->plat.arch,
+		      p->plat.variant[0] ? "/" : "", p->plat.variant);
+	struct cache_image img = {
+	    .config = p->m.config.digest,
+	    .platform = plat,
+	    .diff_ids = p->config.diff_ids,
+	    .n_diff_ids = p->config.n_diff_ids,
+	};
+
+	ret = cache_record_image(&p->cache, ref, digests, k, &img, e);
 	free(digests);
 	return ret;
 }

@@ -87,6 +87,18 @@ void pull_result_free(struct pull_result *r);
  * is about to unload it; no pull may be running. */
 void pull_library_cleanup(void);
 
+/* The cache's answer for a --mount pull, without the registry (cached.c,
+ * curl-free: cell-pull-cached links only this and the cache). Served: a
+ * reference by digest, or by a tag other than "latest" (Kubernetes'
+ * IfNotPresent default), whose record, config blob and unpacked layers are
+ * all in the cache and were pulled for this machine's platform. Returns 1
+ * with the overlay mounted and the config saved, 0 when the registry must
+ * be asked (nothing was changed), -1 with e set when the mount failed. */
+struct pull_cached_opts {
+	const char *image, *workdir, *mount_at, *upper_dir, *save_config;
+};
+int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e);
+
 /* Undo a --mount: unmount DIR (the upper layer stays in the cache). */
 int pull_unmount(const char *mountpoint, struct cerr *e);
 /* Reclaim space: remove leftovers of crashed pulls and every blob or layer

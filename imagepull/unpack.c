@@ -1,8 +1,11 @@
-/* Apply one OCI image layer (an uncompressed tar stream) beneath a root
- * directory fd.
+/* The hostile-tar extraction core (unpack.h): one OCI image layer (an
+ * uncompressed tar stream) or one deploy package, applied beneath a root
+ * directory fd under a policy (struct unpack_policy: whiteouts or not,
+ * which types, which link targets, caps).
  *
- * This is the security boundary of the puller: every byte of a layer comes
- * from a registry we do not trust. The rules that keep it inside the root:
+ * This is the security boundary of the puller and of deploys: every byte
+ * comes from a registry or a controller we do not trust. The rules that
+ * keep it inside the root, whatever the policy:
  *
  *  - entry names are cleaned (path_clean) and a ".." component fails the
  *    layer; a leading '/' simply means "from the root";
@@ -92,12 +95,17 @@ struct dirtime {
 	size_t off; /* path in the pool */
 	uint32_t depth, seq;
 	struct timespec ts[2];
+	mode_t perm; /* with defer_dir_modes: set at the end */
+	uid_t uid;
+	gid_t gid;
 };
 
 struct unpacker {
 	struct archive *a;
 	int rootfd;
+	const struct unpack_policy *pol;
 	enum unpack_mode mode;
+	mode_t perm_mask;
 	bool as_root;
 	struct cerr *e;
 	struct unpack_stats st;
@@ -108,6 +116,7 @@ struct unpacker {
 	char ppath[PATH_MAX_INPUT];
 	char name[PATH_MAX_INPUT];    /* the current entry, cleaned */
 	char scratch[PATH_MAX_INPUT]; /* hardlink target, opaque walk */
+	char target[PATH_MAX_INPUT];  /* a symlink target the policy wrote */
 	struct strpool pool;
 	struct pathset made; /* FLAT: every path this layer created so far */
 	struct dirtime *dt;
@@ -366,6 +375,22 @@ static bool parent_missing(struct unpacker *u)
 	return true;
 }
 
+/* Under hostile_einval, what a crafted archive provokes (a path that
+ * climbs or runs through a symlink out of the root) is the sender's
+ * fault: EINVAL. Always returns -1. */
+static int hostile(struct unpacker *u)
+{
+	if (u->pol->hostile_einval &&
+	    (u->e->code == EXDEV || u->e->code == ELOOP))
+		u->e->code = EINVAL;
+	return -1;
+}
+
+static mode_t perm_of(const struct unpacker *u, struct archive_entry *ent)
+{
+	return archive_entry_perm(ent) & u->perm_mask;
+}
+
 /* Something is in the way of a new entry (base in pfd): remove it, a whole
  * tree if it is a directory. Trying unlink first spares a stat. */
 static int clear_slot(struct unpacker *u, int pfd, const char *base)
@@ -444,7 +469,7 @@ static int apply_xattrs(struct unpacker *u, struct archive_entry *ent, int fd,
 	const void *xv;
 	size_t xs, total = 0;
 
-	if (archive_entry_xattr_reset(ent) == 0)
+	if (!u->pol->xattrs || archive_entry_xattr_reset(ent) == 0)
 		return 0;
 	if (fd < 0 &&
 	    (size_t)snprintf(proc, sizeof(proc), "/proc/self/fd/%d/%s", pfd,
@@ -478,7 +503,7 @@ static int apply_xattrs(struct unpacker *u, struct archive_entry *ent, int fd,
  * which clears setuid and setgid bits. */
 static int set_meta_fd(struct unpacker *u, struct archive_entry *ent, int fd)
 {
-	mode_t perm = archive_entry_perm(ent) & 07777;
+	mode_t perm = perm_of(u, ent);
 	struct stat st;
 	uid_t uid;
 	gid_t gid;
@@ -505,7 +530,7 @@ static int set_meta_fd(struct unpacker *u, struct archive_entry *ent, int fd)
 static int set_meta_at(struct unpacker *u, struct archive_entry *ent, int pfd,
 		       const char *base, bool is_link)
 {
-	mode_t perm = archive_entry_perm(ent) & 07777;
+	mode_t perm = perm_of(u, ent);
 	struct timespec ts[2];
 	uid_t uid;
 	gid_t gid;
@@ -531,12 +556,16 @@ static int set_meta_at(struct unpacker *u, struct archive_entry *ent, int pfd,
 
 /* ---- entry types ---- */
 
-static int archive_fail(struct archive *a, struct cerr *e, const char *what)
+static int archive_fail(struct unpacker *u, const char *what)
 {
-	const char *msg = archive_error_string(a);
-	int code = archive_errno(a);
+	const char *msg = archive_error_string(u->a);
+	int code = archive_errno(u->a);
 
-	return cerr_set(e, code > 0 ? code : EIO, "%s: %s", what,
+	/* A package is read from the agent's own temporary file: a read
+	 * error there is a corrupt archive. */
+	if (u->pol->hostile_einval && code != ENOMEM)
+		code = EINVAL;
+	return cerr_set(u->e, code > 0 ? code : EIO, "%s: %s", what,
 			msg ? msg : "unknown libarchive error");
 }
 
@@ -554,17 +583,26 @@ static int write_data(struct unpacker *u, struct archive_entry *ent, int fd)
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
-			return archive_fail(u->a, u->e, "read data");
+			return archive_fail(u, "read data");
 		if (off < 0)
 			return cerr_set(u->e, EINVAL, "negative data offset");
+		u->st.bytes += len;
+		if (u->pol->max_bytes && u->st.bytes > u->pol->max_bytes)
+			return cerr_set(
+			    u->e, EFBIG,
+			    "archive unpacks to more than %llu MiB",
+			    (unsigned long long)(u->pol->max_bytes >> 20));
 		if (len && fs_pwrite_all(fd, buf, len, (off_t)off) < 0)
 			return cerr_sys(u->e, "write");
-		u->st.bytes += len;
 		if (off + (la_int64_t)len > end)
 			end = off + (la_int64_t)len;
 	}
-	if (archive_entry_size_is_set(ent) && archive_entry_size(ent) != end &&
-	    ftruncate(fd, (off_t)archive_entry_size(ent)) < 0)
+	if (!archive_entry_size_is_set(ent) || archive_entry_size(ent) == end)
+		return 0;
+	if (u->pol->max_bytes &&
+	    (uint64_t)archive_entry_size(ent) > u->pol->max_bytes)
+		return cerr_set(u->e, EFBIG, "entry is too large");
+	if (ftruncate(fd, (off_t)archive_entry_size(ent)) < 0)
 		return cerr_sys(u->e, "truncate");
 	return 0;
 }
@@ -585,7 +623,7 @@ static int apply_file(struct unpacker *u, struct archive_entry *ent, int pfd,
 		      const char *base)
 {
 	const int fl = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-	mode_t perm = archive_entry_perm(ent) & 0777;
+	mode_t perm = perm_of(u, ent) & 0777;
 	cleanup_close int fd = openat(pfd, base, fl, perm);
 	struct timespec ts[2];
 
@@ -612,7 +650,7 @@ static int apply_file(struct unpacker *u, struct archive_entry *ent, int pfd,
 static int apply_dir(struct unpacker *u, struct archive_entry *ent, int pfd,
 		     const char *base)
 {
-	mode_t perm = archive_entry_perm(ent) & 0777;
+	mode_t perm = u->pol->defer_dir_modes ? 0700 : perm_of(u, ent) & 0777;
 	cleanup_close int fd = -1;
 	bool opaque = false;
 	struct stat st;
@@ -636,6 +674,8 @@ static int apply_dir(struct unpacker *u, struct archive_entry *ent, int pfd,
 		return cerr_sys(u->e, "open directory");
 	if (opaque && fsetxattr(fd, OVL_OPAQUE_XATTR, "y", 1, 0) < 0)
 		return cerr_sys(u->e, "mark the directory opaque");
+	if (u->pol->defer_dir_modes) /* see remember, apply_dir_times */
+		return apply_xattrs(u, ent, fd, -1, NULL);
 	return set_meta_fd(u, ent, fd);
 }
 
@@ -663,6 +703,15 @@ static int apply_symlink(struct unpacker *u, struct archive_entry *ent, int pfd,
 
 	if (!t || !*t)
 		return cerr_set(u->e, EINVAL, "symlink without a target");
+	if (u->pol->link_target) {
+		if (strnlen(t, SYMLINK_TARGET_MAX) >= SYMLINK_TARGET_MAX)
+			return cerr_set(u->e, EINVAL,
+					"symlink target too long");
+		if (u->pol->link_target(u->pol->ctx, pfd, t, u->target,
+					sizeof(u->target), u->e) < 0)
+			return -1;
+		t = u->target;
+	}
 	if (strnlen(t, SYMLINK_TARGET_MAX) >= SYMLINK_TARGET_MAX)
 		return cerr_set(u->e, ENAMETOOLONG,
 				"symlink target is longer than %d bytes",
@@ -708,22 +757,40 @@ static int apply_hardlink(struct unpacker *u, struct archive_entry *ent,
 	struct stat st;
 
 	if (path_clean(archive_entry_hardlink(ent), u->scratch,
-		       sizeof(u->scratch), u->e) < 0)
+		       sizeof(u->scratch), u->e) < 0) {
+		if (u->pol->hostile_einval)
+			u->e->code = EINVAL;
 		return cerr_prefix(u->e, "hardlink target");
+	}
+	if (u->pol->map_hardlink &&
+	    u->pol->map_hardlink(u->pol->ctx, u->scratch, u->e) < 0)
+		return -1;
 	if (!u->scratch[0])
 		return cerr_set(u->e, EPERM,
 				"hardlink target is the root directory");
 	if (!strcmp(u->scratch, u->name))
 		return 0; /* a link to itself: already there */
 	tfd = path_open_parent(u->rootfd, u->scratch, false, &tbase, u->e);
-	if (tfd < 0)
+	if (tfd < 0) {
+		hostile(u);
 		return cerr_prefix(u->e, "hardlink target");
-	if (fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	}
+	if (fstatat(tfd, tbase, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT && u->pol->hostile_einval)
+			return cerr_set(u->e, EINVAL,
+					"hardlink target '%.*s' is not in the "
+					"archive (yet)",
+					MSG_NAME_MAX, u->scratch);
 		return cerr_sys(u->e, "hardlink target '%s'", u->scratch);
+	}
 	if (S_ISDIR(st.st_mode))
-		return cerr_set(u->e, EPERM,
+		return cerr_set(u->e, u->pol->hostile_einval ? EINVAL : EPERM,
 				"hardlink target '%s' is a directory",
 				u->scratch);
+	if (u->pol->hardlink_regular_only && !S_ISREG(st.st_mode))
+		return cerr_set(u->e, EINVAL,
+				"hardlink target '%.*s' is not a regular file",
+				MSG_NAME_MAX, u->scratch);
 	if (linkat(tfd, tbase, pfd, base, 0) < 0) {
 		if (errno != EEXIST)
 			return cerr_sys(u->e, "link to '%s'", u->scratch);
@@ -895,11 +962,12 @@ static int remember(struct unpacker *u, struct archive_entry *ent, size_t len,
 	struct dirtime *d;
 	size_t off = 0;
 
-	if (u->mode == UNPACK_FLAT && len && set_add(u, u->name, len, &off) < 0)
+	if (u->pol->whiteouts && u->mode == UNPACK_FLAT && len &&
+	    set_add(u, u->name, len, &off) < 0)
 		return -1;
 	if (!isdir)
 		return 0;
-	if (len && u->mode != UNPACK_FLAT &&
+	if (len && !(u->pol->whiteouts && u->mode == UNPACK_FLAT) &&
 	    pool_add(u, u->name, len, &off) < 0)
 		return -1;
 	if (u->ndt >= PATHS_MAX)
@@ -918,6 +986,10 @@ static int remember(struct unpacker *u, struct archive_entry *ent, size_t len,
 		d->depth += u->name[i] == '/';
 	d->depth += len > 0;
 	entry_times(ent, d->ts);
+	d->perm = perm_of(u, ent);
+	if (u->pol->defer_dir_modes &&
+	    entry_owner(u, ent, &d->uid, &d->gid) < 0)
+		return -1;
 	return 0;
 }
 
@@ -928,12 +1000,14 @@ static int apply_typed(struct unpacker *u, struct archive_entry *ent)
 	bool link = archive_entry_hardlink(ent) != NULL;
 	int pfd;
 
+	bool node = type == AE_IFCHR || type == AE_IFBLK || type == AE_IFIFO;
+
 	if (!link && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK &&
-	    type != AE_IFCHR && type != AE_IFBLK && type != AE_IFIFO)
+	    (!node || u->pol->no_devices))
 		return 1; /* sockets and unknown types are skipped */
 	pfd = get_parent(u, true, &base);
 	if (pfd < 0)
-		return -1;
+		return hostile(u);
 	if (link)
 		return apply_hardlink(u, ent, pfd, base);
 	switch (type) {
@@ -957,10 +1031,15 @@ static int apply_entry(struct unpacker *u, struct archive_entry *ent)
 	if (!raw)
 		return cerr_set(u->e, EINVAL, "entry without a name");
 	if (path_clean(raw, u->name, sizeof(u->name), u->e) < 0)
-		return cerr_set(u->e, u->e->code,
-				u->e->code == EINVAL
-				    ? "a '..' component is not allowed"
-				    : "name is too long");
+		return cerr_set(
+		    u->e, u->pol->hostile_einval ? EINVAL : u->e->code,
+		    u->e->code == EINVAL ? "a '..' component is not allowed"
+					 : "name is too long");
+	if (u->pol->map_name) {
+		r = u->pol->map_name(u->pol->ctx, u->name, u->e);
+		if (r <= 0)
+			return r;
+	}
 	len = strlen(u->name);
 	if (!len) {
 		if (apply_root(u, ent) < 0)
@@ -969,7 +1048,7 @@ static int apply_entry(struct unpacker *u, struct archive_entry *ent)
 	}
 	base = strrchr(u->name, '/');
 	base = base ? base + 1 : u->name;
-	if (str_has_prefix(base, WH_PREFIX))
+	if (u->pol->whiteouts && str_has_prefix(base, WH_PREFIX))
 		return apply_whiteout(u, base);
 	r = apply_typed(u, ent);
 	if (r != 0)
@@ -991,6 +1070,24 @@ static int dirtime_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* A directory's mode and owner need an fd that is not O_PATH. */
+static int dir_flags(const struct unpacker *u)
+{
+	return (u->pol->defer_dir_modes ? O_RDONLY : O_PATH) | O_DIRECTORY |
+	       O_NOFOLLOW | O_CLOEXEC;
+}
+
+/* Deepest first, as apply_dir_times goes: a parent that loses its search
+ * permission does not keep its children from theirs (without root). */
+static int set_dir_mode(struct unpacker *u, int fd, const struct dirtime *d)
+{
+	if (u->as_root && fchown(fd, d->uid, d->gid) < 0)
+		return cerr_sys(u->e, "chown");
+	if (fchmod(fd, d->perm) < 0)
+		return cerr_sys(u->e, "chmod");
+	return 0;
+}
+
 /* Creating children changed the directories' mtimes, so theirs are set
  * last. A directory that a later entry removed or replaced is skipped. */
 static int apply_dir_times(struct unpacker *u)
@@ -1003,11 +1100,10 @@ static int apply_dir_times(struct unpacker *u)
 		cleanup_close int fd = -1;
 
 		if (*p)
-			fd = path_open_beneath(
-			    u->rootfd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0,
-			    &ignore);
+			fd = path_open_beneath(u->rootfd, p, dir_flags(u), 0,
+					       &ignore);
 		else
-			fd = fcntl(u->rootfd, F_DUPFD_CLOEXEC, 3);
+			fd = openat(u->rootfd, ".", dir_flags(u));
 		if (fd < 0 &&
 		    (ignore.code == ENOENT || ignore.code == ENOTDIR ||
 		     ignore.code == ELOOP || ignore.code == EXDEV))
@@ -1017,6 +1113,10 @@ static int apply_dir_times(struct unpacker *u)
 		if (fd < 0)
 			return cerr_set(u->e, ignore.code,
 					"layer directory: %s", ignore.msg);
+		if (u->pol->defer_dir_modes &&
+		    set_dir_mode(u, fd, &u->dt[i]) < 0)
+			return cerr_prefix(u->e, "directory '%.*s'",
+					   MSG_NAME_MAX, p);
 		if (utimes_fd(fd, u->dt[i].ts) < 0)
 			return cerr_sys(u->e, "layer directory '%s': set times",
 					p);
@@ -1054,14 +1154,17 @@ static void unpacker_free(struct unpacker *u)
 }
 
 static struct unpacker *unpacker_new(struct archive *a, int rootfd,
-				     enum unpack_mode mode, struct cerr *e)
+				     const struct unpack_policy *pol,
+				     struct cerr *e)
 {
 	struct unpacker *u = xcalloc(1, sizeof(*u));
 	size_t off;
 
 	u->a = a;
 	u->rootfd = rootfd;
-	u->mode = mode;
+	u->pol = pol;
+	u->mode = pol->mode;
+	u->perm_mask = pol->perm_mask ? pol->perm_mask : 07777;
 	u->as_root = geteuid() == 0;
 	u->e = e;
 	u->pfd = -1;
@@ -1085,15 +1188,20 @@ static int unpack_run(struct unpacker *u)
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-			snprintf(q, sizeof(q), "layer entry #%llu: read header",
+			snprintf(q, sizeof(q), "%s #%llu: read header",
+				 u->pol->what,
 				 (unsigned long long)u->st.entries + 1);
-			return archive_fail(u->a, u->e, q);
+			return archive_fail(u, q);
 		}
+		if (u->pol->max_entries && u->st.entries >= u->pol->max_entries)
+			return cerr_set(
+			    u->e, EFBIG, "archive has more than %llu entries",
+			    (unsigned long long)u->pol->max_entries);
 		if (apply_entry(u, ent) < 0) {
 			const char *raw = archive_entry_pathname(ent);
 
 			return cerr_prefix(
-			    u->e, "layer entry '%s'",
+			    u->e, "%s '%s'", u->pol->what,
 			    printable(raw ? raw : "", q, sizeof(q)));
 		}
 		u->st.entries++;
@@ -1101,11 +1209,18 @@ static int unpack_run(struct unpacker *u)
 	return apply_dir_times(u);
 }
 
-int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
-		 struct unpack_stats *st, struct cerr *e)
+int unpack_archive(struct archive *a, int rootfd,
+		   const struct unpack_policy *pol, struct unpack_stats *st,
+		   struct cerr *e)
 {
-	struct unpacker *u = unpacker_new(a, rootfd, mode, e);
-	int r = unpack_run(u);
+	struct unpack_policy full = *pol;
+	struct unpacker *u;
+	int r;
+
+	if (!full.what)
+		full.what = "entry";
+	u = unpacker_new(a, rootfd, &full, e);
+	r = unpack_run(u);
 
 	if (r < 0) {
 		/* Other messages quote cleaned names too: keep them clean. */
@@ -1117,6 +1232,19 @@ int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
 		*st = u->st;
 	unpacker_free(u);
 	return r < 0 ? -1 : 0;
+}
+
+int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
+		 struct unpack_stats *st, struct cerr *e)
+{
+	const struct unpack_policy layer = {
+	    .mode = mode,
+	    .whiteouts = true,
+	    .xattrs = true,
+	    .what = "layer entry",
+	};
+
+	return unpack_archive(a, rootfd, &layer, st, e);
 }
 
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,
@@ -1131,7 +1259,12 @@ int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,
 	 * zero-byte layer. */
 	archive_read_support_format_tar(a);
 	archive_read_support_format_empty(a);
-	if (archive_read_open_fd(a, tarfd, UNPACK_BLOCK) != ARCHIVE_OK)
-		return archive_fail(a, e, "open layer");
+	if (archive_read_open_fd(a, tarfd, UNPACK_BLOCK) != ARCHIVE_OK) {
+		const char *msg = archive_error_string(a);
+		int code = archive_errno(a);
+
+		return cerr_set(e, code > 0 ? code : EIO, "open layer: %s",
+				msg ? msg : "unknown libarchive error");
+	}
 	return unpack_layer(a, rootfd, mode, st, e);
 }

@@ -1,0 +1,116 @@
+/* The cache's fast path: mount an image that an earlier pull left in the
+ * cache without loading libcurl (see pull.h, pull_from_cache).
+ *
+ * Starting cell-pull costs tens of milliseconds in the dynamic loader
+ * (libcurl's 40-odd libraries) before it can even ask the registry, and a
+ * unit's every start or restart runs it. This file uses only the cache,
+ * the reference parser, the config parser and the overlay mount, so the
+ * binary that links it (cell-pull-cached) stays small; when it cannot
+ * answer, that binary execs cell-pull with the same arguments.
+ *
+ * Which references may skip the registry is the kubelet's default pull
+ * policy: IfNotPresent for a digest or a tag other than "latest", Always
+ * for "latest". A digest names fixed content; a moved non-latest tag is
+ * seen only once the cache forgets it (cell-pull --gc, or a new cell). */
+#include "pull-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "fsutil.h"
+#include "log.h"
+#include "util.h"
+
+static bool may_skip_registry(const struct image_ref *r)
+{
+	return r->digest || (r->tag && strcmp(r->tag, "latest") != 0);
+}
+
+static bool same_platform(const char *recorded)
+{
+	struct platform p;
+	char here[sizeof(p.os) + sizeof(p.arch) + sizeof(p.variant) + 4];
+
+	platform_default(&p);
+	snprintf(here, sizeof(here), "%s/%s%s%s", p.os, p.arch,
+		 p.variant[0] ? "/" : "", p.variant);
+	return !strcmp(here, recorded);
+}
+
+/* The config blob (digest checked by cache_read_blob), when its diff-ids
+ * are the record's and every layer is unpacked in the cache. */
+static bool usable(const struct cache *c, const struct cache_image *img,
+		   struct buf *config)
+{
+	struct image_config ic = {0};
+	struct cerr e = {0};
+	bool ok;
+
+	for (size_t i = 0; i < img->n_diff_ids; i++)
+		if (!cache_has_layer(c, img->diff_ids[i]))
+			return false;
+	if (cache_read_blob(c, img->config, config, &e) < 0 ||
+	    image_config_parse(config->data ? config->data : "", config->len,
+			       &ic, &e) < 0) {
+		log_info("cache: config %s: %s", img->config, e.msg);
+		return false;
+	}
+	ok = ic.n_diff_ids == img->n_diff_ids;
+	for (size_t i = 0; ok && i < ic.n_diff_ids; i++)
+		ok = !strcmp(ic.diff_ids[i], img->diff_ids[i]);
+	image_config_free(&ic);
+	return ok;
+}
+
+static int serve(const struct pull_cached_opts *o, const struct cache *c,
+		 const struct cache_image *img, struct cerr *e)
+{
+	struct buf config;
+	int r = 0;
+
+	buf_init(&config, CONFIG_MAX);
+	if (usable(c, img, &config)) {
+		r = o->save_config
+			? fs_write_atomic(o->save_config, config.data,
+					  config.len, 0644, e)
+			: 0;
+		if (r == 0)
+			r = overlay_mount(c, img->diff_ids, img->n_diff_ids,
+					  o->mount_at, o->upper_dir, e);
+		r = r < 0 ? -1 : 1;
+	}
+	buf_free(&config);
+	return r;
+}
+
+int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e)
+{
+	struct image_ref ref = {0};
+	struct cache c = {.fd = -1, .gc_lock = -1};
+	struct cache_image img = {0};
+	struct cerr miss = {0};
+	cleanup_free char *name = NULL;
+	int r = 0;
+
+	if (!o->image || !o->mount_at || ref_parse(o->image, &ref, &miss) < 0 ||
+	    !may_skip_registry(&ref))
+		goto out;
+	name = ref_string(&ref);
+	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR, false, &c,
+		       &miss) < 0 ||
+	    cache_find_image(&c, name, &img, &miss) < 0 ||
+	    !same_platform(img.platform))
+		goto out;
+	r = serve(o, &c, &img, e);
+	if (r < 0)
+		cerr_prefix(e, "pull %s (cached)", o->image);
+out:
+	if (miss.code)
+		log_debug("cache: %s: %s", o->image ? o->image : "", miss.msg);
+	cache_image_free(&img);
+	cache_close(&c);
+	ref_free(&ref);
+	return r;
+}
