@@ -94,7 +94,7 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
 .PHONY: all check asan lint fuzz clean tests deps install release static \
-	image image-test
+	static-test image image-test
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -170,6 +170,9 @@ $(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS)
 AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap \
 	-Wl,-Bdynamic -lpthread \
 	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null) # no archives
+ifeq ($(STATIC),1)
+AGENT_LDLIBS := $(PKG_LIBS) # everything static already
+endif
 $(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -297,9 +300,14 @@ image: $(IMAGE_OUT)/cell-debian.qcow2 $(IMAGE_OUT)/cell-debian-custom.qcow2
 # Not in `make check` (minutes of emulation): the static binaries in a root
 # without libc, then the Debian images booted under qemu (TCG) and driven
 # from the host. Prints sizes and boot timings.
-image-test: static image
+image-test: static-test image
 	CELL_STATIC_BUILD=$(abspath build-static) CELL_IMAGE_OUT=$(IMAGE_OUT) \
 		/usr/bin/python3 -m pytest tests/image -q -rfEs -s $(PYTEST_ARGS)
+
+# The static binaries alone, in a root without libc (no image, no qemu).
+static-test: static
+	CELL_STATIC_BUILD=$(abspath build-static) /usr/bin/python3 -m pytest \
+		tests/image/test_static_rootfs.py -q -rfEs -s $(PYTEST_ARGS)
 
 lint:
 	scripts/lint.sh

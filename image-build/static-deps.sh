@@ -151,7 +151,7 @@ build_libarchive() {
 }
 
 build_libisal() {
-	make -f Makefile.unx -j"$JOBS" CC="$CC" arch=linux lib >/dev/null
+	make -f Makefile.unx -j"$JOBS" CC="$CC" have_threads=n lib >/dev/null
 	mkdir -p "$PREFIX/include/isa-l"
 	cp include/*.h "$PREFIX/include/isa-l/"
 	cp bin/isa-l.a "$PREFIX/lib/libisal.a"
