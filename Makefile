@@ -48,8 +48,11 @@ ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
 ifeq ($(STATIC),1)
 # -isystem: the prefix links Debian's kernel headers, whose few macros that
 # musl's headers also define (NGROUPS_MAX) must not warn.
-ALL_CFLAGS += -DCELL_STATIC -isystem $(STATIC_PREFIX)/include
-ALL_LDFLAGS += -static -L$(STATIC_PREFIX)/lib
+# Sections per function and --gc-sections: a helper carries only the code
+# it reaches, not every object its library archive pulls in.
+ALL_CFLAGS += -DCELL_STATIC -isystem $(STATIC_PREFIX)/include \
+	-ffunction-sections -fdata-sections
+ALL_LDFLAGS += -static -L$(STATIC_PREFIX)/lib -Wl,--gc-sections
 endif
 
 # Each component is a library plus a thin main.c.
