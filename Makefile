@@ -19,6 +19,14 @@ STATIC ?=
 STATIC_PREFIX ?= /var/cache/cell-image/musl
 ifeq ($(STATIC),1)
 PKG_CONFIG := PKG_CONFIG_LIBDIR=$(STATIC_PREFIX)/lib/pkgconfig pkg-config --static
+# So that `make install STATIC=1` and `make release STATIC=1` use (and
+# never rebuild with another compiler) what `make static` built.
+ifeq ($(origin CC),default)
+CC := musl-gcc
+endif
+ifeq ($(origin OUT),file)
+OUT := build-static
+endif
 endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lisal \
@@ -272,7 +280,9 @@ install: all
 	done
 
 # The release tarball (paths from /, PREFIX=/usr/local) and its .sha256,
-# what the custom-image cloud-config downloads.
+# what the custom-image cloud-config downloads. `make release STATIC=1`
+# (after `make static`): the static musl binaries, in
+# build-static/, which need no library package on the stock image.
 release: all
 	rm -rf $(OUT)/release
 	$(MAKE) install DESTDIR=$(abspath $(OUT))/release PREFIX=/usr/local
