@@ -251,9 +251,9 @@ asan:
 
 fuzz: $(FUZZ_LIBFUZZER)
 
-# make install PREFIX=/usr/local DESTDIR=: binaries, the pull module beside
-# them (<prefix>/lib/cell), docs, and the systemd units and OpenRC scripts
-# from image-build/init with their paths filled in.
+# make install PREFIX=/usr/local DESTDIR=: binaries, docs, and the systemd
+# units and OpenRC scripts from image-build/init with their paths filled in.
+# STRIP=1: the binaries without their debug information (images, releases).
 PREFIX ?= /usr/local
 SYSTEMD_DIR ?= /etc/systemd/system
 OPENRC_DIR ?= /etc/init.d
@@ -264,7 +264,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/cell \
 		$(DESTDIR)$(PREFIX)/share/doc/cell $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(OPENRC_DIR)
-	install -m 0755 $(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(if $(filter 1,$(STRIP)),-s) \
+		$(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 README.md docs/*.md \
 		image-build/init/custom-image.cloud-config \
 		$(DESTDIR)$(PREFIX)/share/doc/cell/
