@@ -21,6 +21,14 @@ STATIC ?=
 STATIC_PREFIX ?= /var/cache/cell-image/musl
 ifeq ($(STATIC),1)
 PKG_CONFIG := PKG_CONFIG_LIBDIR=$(STATIC_PREFIX)/lib/pkgconfig pkg-config --static
+# So that `make install STATIC=1` and `make release STATIC=1` use (and
+# never rebuild with another compiler) what `make static` built.
+ifeq ($(origin CC),default)
+CC := musl-gcc
+endif
+ifeq ($(origin OUT),file)
+OUT := build-static
+endif
 endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lisal \
@@ -51,8 +59,11 @@ ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
 ifeq ($(STATIC),1)
 # -isystem: the prefix links Debian's kernel headers, whose few macros that
 # musl's headers also define (NGROUPS_MAX) must not warn.
-ALL_CFLAGS += -DCELL_STATIC -isystem $(STATIC_PREFIX)/include
-ALL_LDFLAGS += -static -L$(STATIC_PREFIX)/lib
+# Sections per function and --gc-sections: a helper carries only the code
+# it reaches, not every object its library archive pulls in.
+ALL_CFLAGS += -DCELL_STATIC -isystem $(STATIC_PREFIX)/include \
+	-ffunction-sections -fdata-sections
+ALL_LDFLAGS += -static -L$(STATIC_PREFIX)/lib -Wl,--gc-sections
 endif
 
 # Each component is a library plus a thin main.c.
@@ -97,8 +108,8 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
-.PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release static \
-	image image-test
+.PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release \
+	static static-test image image-test
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -174,6 +185,9 @@ $(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS)
 AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap \
 	-Wl,-Bdynamic -lpthread \
 	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null) # no archives
+ifeq ($(STATIC),1)
+AGENT_LDLIBS := $(PKG_LIBS) # everything static already
+endif
 $(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -275,9 +289,9 @@ tsan:
 	cp build/bin/cell-monitor build-tsan/bin/cell-monitor
 	OUT=build-tsan scripts/tsan.sh
 
-# make install PREFIX=/usr/local DESTDIR=: binaries, the pull module beside
-# them (<prefix>/lib/cell), docs, and the systemd units and OpenRC scripts
-# from image-build/init with their paths filled in.
+# make install PREFIX=/usr/local DESTDIR=: binaries, docs, and the systemd
+# units and OpenRC scripts from image-build/init with their paths filled in.
+# STRIP=1: the binaries without their debug information (images, releases).
 PREFIX ?= /usr/local
 SYSTEMD_DIR ?= /etc/systemd/system
 OPENRC_DIR ?= /etc/init.d
@@ -288,7 +302,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/cell \
 		$(DESTDIR)$(PREFIX)/share/doc/cell $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(OPENRC_DIR)
-	install -m 0755 $(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(if $(filter 1,$(STRIP)),-s) \
+		$(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 README.md docs/*.md \
 		image-build/init/custom-image.cloud-config \
 		$(DESTDIR)$(PREFIX)/share/doc/cell/
@@ -304,7 +319,9 @@ install: all
 	done
 
 # The release tarball (paths from /, PREFIX=/usr/local) and its .sha256,
-# what the custom-image cloud-config downloads.
+# what the custom-image cloud-config downloads. `make release STATIC=1`
+# (after `make static`): the static musl binaries, in
+# build-static/, which need no library package on the stock image.
 release: all
 	rm -rf $(OUT)/release
 	$(MAKE) install DESTDIR=$(abspath $(OUT))/release PREFIX=/usr/local
@@ -335,9 +352,14 @@ image: $(IMAGE_OUT)/cell-debian.qcow2 $(IMAGE_OUT)/cell-debian-custom.qcow2
 # Not in `make check` (minutes of emulation): the static binaries in a root
 # without libc, then the Debian images booted under qemu (TCG) and driven
 # from the host. Prints sizes and boot timings.
-image-test: static image
+image-test: static-test image
 	CELL_STATIC_BUILD=$(abspath build-static) CELL_IMAGE_OUT=$(IMAGE_OUT) \
 		/usr/bin/python3 -m pytest tests/image -q -rfEs -s $(PYTEST_ARGS)
+
+# The static binaries alone, in a root without libc (no image, no qemu).
+static-test: static
+	CELL_STATIC_BUILD=$(abspath build-static) /usr/bin/python3 -m pytest \
+		tests/image/test_static_rootfs.py -q -rfEs -s $(PYTEST_ARGS)
 
 lint:
 	scripts/lint.sh

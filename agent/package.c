@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -45,6 +46,12 @@
 #include "unpack.h"
 #include "util.h"
 
+/* musl 1.2.3 has no renameat2() wrapper nor its flags; the raw system
+ * call works on both libcs. */
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1U << 0)
+#define RENAME_EXCHANGE (1U << 1)
+#endif
 #define LINK_TARGET_MAX 4095
 #define MSG_NAME_MAX 200
 #define CHECK_CHUNK 65536
@@ -352,21 +359,25 @@ static int make_tmpdir(int pkgdirfd, const char *name, char *tmp, size_t sz,
 	return cerr_set(e, EEXIST, "no free temporary name for '%s'", name);
 }
 
+static int rename_in(int dirfd, const char *from, const char *to,
+		     unsigned int flags)
+{
+	return (int)syscall(SYS_renameat2, dirfd, from, dirfd, to, flags);
+}
+
 /* Put tmp in name's place: exchanged with the old package when there is
  * one (which then sits at tmp, for the caller to remove), else renamed. */
 static int swap_in(int pkgdirfd, const char *tmp, const char *name,
 		   bool *had_old, struct cerr *e)
 {
 	for (int tries = 0; tries < 8; tries++) {
-		if (renameat2(pkgdirfd, tmp, pkgdirfd, name, RENAME_EXCHANGE) ==
-		    0) {
+		if (rename_in(pkgdirfd, tmp, name, RENAME_EXCHANGE) == 0) {
 			*had_old = true;
 			return 0;
 		}
 		if (errno != ENOENT)
 			break;
-		if (renameat2(pkgdirfd, tmp, pkgdirfd, name,
-			      RENAME_NOREPLACE) == 0) {
+		if (rename_in(pkgdirfd, tmp, name, RENAME_NOREPLACE) == 0) {
 			*had_old = false;
 			return 0;
 		}

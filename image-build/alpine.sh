@@ -45,7 +45,7 @@ echo 'features="base ext4 virtio nvme"' >"$root/etc/mkinitfs/mkinitfs.conf"
 	add alpine-base openrc linux-virt mkinitfs e2fsprogs \
 	ca-certificates util-linux-misc >&2
 
-img_install_cell "$root" OUT="$STATIC_BUILD" STATIC=1
+img_install_cell "$root" OUT="$STATIC_BUILD" STATIC=1 STRIP=1
 img_install_config "$root" openrc
 # DHCP on the primary interface only; the pod IP is cell-net's.
 cat >"$root/etc/network/interfaces" <<'EOF'

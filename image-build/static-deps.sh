@@ -43,6 +43,10 @@ die() {
 command -v $CC >/dev/null || die "musl-gcc missing: run scripts/deps.sh"
 command -v dpkg-source >/dev/null || die "dpkg-source missing (dpkg-dev)"
 mkdir -p "$PREFIX/include" "$PREFIX/lib/pkgconfig" "$SRC"
+# The prefix is shared by every checkout on the machine: one build at a
+# time (two configures in one source tree delete each other's conftests).
+exec 9>"$PREFIX/.lock"
+flock 9
 
 # musl ships no kernel headers; borrow Debian's (they are libc-neutral).
 for d in linux asm-generic mtd; do
@@ -67,7 +71,9 @@ fetch() {
 		head -n1)
 	if [ -z "$dir" ]; then
 		(cd "$SRC" && apt-get source -q --only-source "$name=$version" \
-			>&2) || die "apt-get source $name=$version failed (deb-src entry?)"
+			>&2) || die "apt-get source $name=$version failed: add a" \
+			"deb-src entry, or (a mirror without that source) unpack" \
+			"upstream's $upstream into $SRC/$name-$upstream"
 		dir=$(find "$SRC" -maxdepth 1 -type d \
 			-name "$name-${upstream%%+*}*" | head -n1)
 	fi
@@ -151,7 +157,7 @@ build_libarchive() {
 }
 
 build_libisal() {
-	make -f Makefile.unx -j"$JOBS" CC="$CC" arch=linux lib >/dev/null
+	make -f Makefile.unx -j"$JOBS" CC="$CC" have_threads=n lib >/dev/null
 	mkdir -p "$PREFIX/include/isa-l"
 	cp include/*.h "$PREFIX/include/isa-l/"
 	cp bin/isa-l.a "$PREFIX/lib/libisal.a"

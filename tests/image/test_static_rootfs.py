@@ -98,11 +98,13 @@ def test_binaries_run_in_the_empty_root(rootfs):
         assert p.returncode in (0, 1, 2) and "usage" in out.lower(), (name, p.returncode, out)
 
 
-# Inside a private mount namespace: the kernel's file systems in the root,
-# then the agent chrooted into it (exec all the way: the Popen pid is the
+# Inside a private mount namespace: the root made a mount point (as a
+# cell's / is: the runtime makes it a slave mount), the kernel's file
+# systems in it, then the agent chrooted into it (exec all the way: the Popen pid is the
 # agent's).
 IN_ROOT = """set -e
 r=$1; shift
+mount --bind "$r" "$r"
 mount -t proc proc "$r/proc"
 mount --rbind /sys "$r/sys"
 mount --rbind /dev "$r/dev"
