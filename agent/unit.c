@@ -439,10 +439,11 @@ static int configure_and_start(struct supervisor *s, struct unit_rec *u,
 	return runtime_start(s->o.monitor_bin, run, e);
 }
 
-/* The cell's own disk, not the unit, is at fault: full or failing. */
+/* The cell's own disk, not the unit, is at fault: full or read-only.
+ * (Not EIO: the monitor's client reports other start failures so.) */
 static bool storage_trouble(int code)
 {
-	return code == ENOSPC || code == EDQUOT || code == EIO || code == EROFS;
+	return code == ENOSPC || code == EDQUOT || code == EROFS;
 }
 
 static void start_failed(struct unit_rec *u, bool pulled, const struct cerr *e)
