@@ -7,13 +7,19 @@
  * as a whole, not only single decisions. */
 /* The fixtures build spec structs from string literals. */
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "../lib/tap.h"
 #include "agent-internal.h"
 #include "plan.h"
 #include "probe.h"
+#include "probejob.h"
 #include "util.h"
 
 #define S 1000000000ull
@@ -617,6 +623,85 @@ static void test_readiness_startup(void)
 	ok(o.kill && !o.started, "startup: a late success is ignored");
 }
 
+/* ---- probe attempts off the supervisor thread ---- */
+
+/* A listening socket on 127.0.0.1 that never accepts: a TCP probe
+ * connects (the backlog answers), an HTTP probe gets no answer. */
+static int listen_any(int *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(fd, 16) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
+		return -1;
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* Wait (up to 10 s) for n results; returns how many came. */
+static size_t collect(struct probe_runner *r, struct probe_job **got, size_t n)
+{
+	size_t k = 0;
+
+	for (int waited = 0; k < n && waited < 100; waited++) {
+		struct pollfd pf = {.fd = r->evfd, .events = POLLIN};
+		struct probe_job *j;
+
+		if (poll(&pf, 1, 100) <= 0)
+			continue;
+		for (j = probe_runner_take(r); j; j = j->next)
+			if (k < n)
+				got[k++] = j;
+	}
+	return k;
+}
+
+static void test_probe_runner(void)
+{
+	struct probe_runner r;
+	struct cerr e = {0};
+	int port = 0, fd = listen_any(&port);
+	struct probe slow = {.kind = PROBE_HTTP,
+			     .path = "/healthz",
+			     .port = port,
+			     .timeout_s = 1};
+	struct probe quick = {.kind = PROBE_TCP, .port = port, .timeout_s = 1};
+	struct probe_ctx c = {0};
+	struct probe_job *got[2] = {0};
+	uint64_t t0;
+
+	ok(fd >= 0 && probe_runner_init(&r, &e) == 0, "runner: set up");
+	t0 = now_ns();
+	probe_runner_start(
+	    &r, probe_job_new("a", false, 3, PROBE_LIVENESS, &slow, &c));
+	probe_runner_start(
+	    &r, probe_job_new("b", true, 1, PROBE_READINESS, &quick, &c));
+	/* A loose upper bound: the attempt itself takes its 1 s timeout. */
+	ok(now_ns() - t0 < 500 * 1000000ull,
+	   "runner: starting attempts does not wait for them");
+	ok(collect(&r, got, 2) == 2, "runner: both results come back");
+	ok(got[0] && !strcmp(got[0]->unit, "b") && got[0]->is_init &&
+	       got[0]->seq == 1 && got[0]->which == PROBE_READINESS &&
+	       got[0]->result == PROBE_SUCCESS,
+	   "runner: the quick tcp probe first, with its unit, run and kind");
+	ok(got[1] && !strcmp(got[1]->unit, "a") && got[1]->seq == 3 &&
+	       got[1]->result == PROBE_FAILURE && *got[1]->why,
+	   "runner: the unanswered http probe fails by its timeout (%s)",
+	   got[1] ? got[1]->why : "");
+	probe_job_free(got[0]);
+	probe_job_free(got[1]);
+	/* One still running at the end is waited for, its result freed
+	 * (ASan and the leak checker see to the rest). */
+	probe_runner_start(
+	    &r, probe_job_new("a", false, 4, PROBE_LIVENESS, &slow, &c));
+	probe_runner_fini(&r);
+	close(fd);
+}
+
 int main(void)
 {
 	test_backoff();
@@ -628,5 +713,6 @@ int main(void)
 	test_kip_resend();
 	test_liveness_restart();
 	test_readiness_startup();
+	test_probe_runner();
 	return tap_done();
 }
