@@ -47,6 +47,13 @@ static bool due(const struct plan_unit *u, uint64_t now)
 	return u->phase == PH_WAITING && !u->pulling && now >= u->not_before_ns;
 }
 
+/* Find the run's monitor; one still setting up is looked at again soon. */
+static void adopt(const struct plan_pod *pod, size_t i, struct plan *out)
+{
+	add(out, PLAN_ADOPT, i, 0);
+	wake_at(out, pod->now_ns + PLAN_ADOPT_RETRY_NS, pod->now_ns);
+}
+
 /* Init units one after the other, each to success. True once all have
  * succeeded; else what the current one needs is in out. */
 static bool init_units(const struct plan_pod *pod, struct plan *out)
@@ -69,7 +76,7 @@ static bool init_units(const struct plan_pod *pod, struct plan *out)
 		else if (u->phase == PH_RUNNING && u->probe_kill)
 			add(out, PLAN_STOP, i, pod->grace_s);
 		else if (u->phase == PH_RUNNING && !u->watched)
-			add(out, PLAN_ADOPT, i, 0);
+			adopt(pod, i, out);
 		return false;
 	}
 	return true;
@@ -85,7 +92,7 @@ static void regular_unit(const struct plan_pod *pod, size_t i, struct plan *out)
 		return;
 	}
 	if (u->phase == PH_RUNNING && !u->watched) {
-		add(out, PLAN_ADOPT, i, 0); /* its monitor was setting up */
+		adopt(pod, i, out); /* its monitor was setting up */
 		return;
 	}
 	if (u->phase == PH_RUNNING && u->probe_due_ns) {

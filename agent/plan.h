@@ -130,6 +130,9 @@ uint64_t plan_backoff_ns(int n, uint64_t unit_ns);
 /* A run at least this long resets the back-off (10 minutes). */
 #define PLAN_LONG_RUN_NS (600ull * 1000000000ull)
 
+/* How soon a run whose monitor is still setting up is looked at again. */
+#define PLAN_ADOPT_RETRY_NS (50ull * 1000000ull)
+
 void plan_free(struct plan *p);
 
 #endif

@@ -30,7 +30,6 @@
 #define LOG_MAX_FILES 5
 #define TERM_MSG_MAX 4096
 #define FALLBACK_LINES 80
-#define ADOPT_WAIT_MS 10000
 
 char *unit_run_dir(const struct unit_rec *u, int seq)
 {
@@ -672,22 +671,6 @@ void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 	u->phase = PH_STOPPING;
 }
 
-/* runtime_read_state, waiting out EAGAIN (a monitor that holds the run
- * but has not written state.json yet) for up to ADOPT_WAIT_MS. */
-static int read_settled_state(const char *run, struct unit_runtime_state *st,
-			      struct cerr *e)
-{
-	for (int waited = 0;; waited += 20) {
-		struct timespec ts = {0, 20 * 1000000L};
-
-		if (runtime_read_state(run, st, e) == 0)
-			return 0;
-		if (e->code != EAGAIN || waited >= ADOPT_WAIT_MS)
-			return -1;
-		nanosleep(&ts, NULL);
-	}
-}
-
 /* After an agent restart: find the unit's current run where the monitor
  * left it. */
 void unit_adopt(struct supervisor *s, struct unit_rec *u)
@@ -699,11 +682,13 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 
 	if (u->phase != PH_RUNNING && u->phase != PH_STOPPING)
 		return;
-	if (u->seq <= 0 || read_settled_state(run, &st, &e) < 0) {
+	if (u->seq <= 0 || runtime_read_state(run, &st, &e) < 0) {
 		if (e.code == EAGAIN) {
-			/* A monitor still holds the run: never start a
-			 * second copy. Watch again at the next tick. */
-			log_warn("unit %s: %s", u->name, e.msg);
+			/* A monitor still holds the run but has not written
+			 * state.json yet: never start a second copy. The plan
+			 * asks again shortly (PLAN_ADOPT_RETRY_NS); nothing
+			 * here waits. */
+			log_debug("unit %s: %s", u->name, e.msg);
 			return;
 		}
 		u->phase = PH_WAITING; /* never got going: start afresh */

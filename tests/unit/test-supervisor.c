@@ -326,7 +326,12 @@ static void test_tick(void)
 
 	plan_tick(&pod, &p);
 	ok(has(&p, PLAN_ADOPT, 0), "tick: a run without a watch is adopted");
+	ok(p.wake_ns == 5 * S + PLAN_ADOPT_RETRY_NS,
+	   "tick: and looked at again soon (its monitor may be setting up)");
 	ok(!has(&p, PLAN_START, 1), "tick: a pulling unit is left to its pull");
+	plan_free(&p);
+	u[0].watched = true; /* adopted */
+	plan_tick(&pod, &p);
 	ok(!has(&p, PLAN_PROBE, 2) && p.wake_ns == 7 * S,
 	   "tick: a probe not yet due sets the wake-up");
 	plan_free(&p);
