@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "probe.h"
@@ -23,7 +24,8 @@ struct probe_job {
 	struct probe_runner *runner;
 	char *unit;
 	bool is_init;
-	int seq; /* the run it was taken for */
+	int seq;	    /* the run it was taken for */
+	uint64_t run_token; /* and that run's probes_init time */
 	enum probe_which which;
 	struct probe probe; /* a deep copy */
 	char *monitor_bin, *unit_dir, *default_host;

@@ -398,10 +398,14 @@ void unit_probe(struct supervisor *s, struct unit_rec *u)
 	pod_ip = podnet_netns(s) ? podnet_pod_ip(s) : NULL;
 	c.unit_dir = run;
 	c.default_host = pod_ip; /* in its own namespace: the pod IP */
-	for (size_t i = 0; i < n; i++)
-		s->ops->probe_start(
-		    &s->probes, probe_job_new(u->name, u->is_init, u->seq, w[i],
-					      probe_of(u->spec, w[i]), &c));
+	for (size_t i = 0; i < n; i++) {
+		struct probe_job *j =
+		    probe_job_new(u->name, u->is_init, u->seq, w[i],
+				  probe_of(u->spec, w[i]), &c);
+
+		j->run_token = u->probes.started_at_ns;
+		s->ops->probe_start(&s->probes, j);
+	}
 }
 
 void unit_probe_done(struct supervisor *s, struct unit_rec *u,
@@ -409,7 +413,10 @@ void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 {
 	struct probe_outcome out;
 
-	if (u->phase != PH_RUNNING || !u->spec || j->seq != u->seq)
+	/* A record made again (a pod restart) counts runs from 1 again:
+	 * the token tells this run from an older one with the same number. */
+	if (u->phase != PH_RUNNING || !u->spec || j->seq != u->seq ||
+	    j->run_token != u->probes.started_at_ns)
 		return; /* that run is over */
 	probes_result(&u->probes, u->spec, j->which, j->result, j->why,
 		      s->ops->now());
