@@ -28,6 +28,7 @@
 #include "volumes.h"
 
 #define POD_FILE "pod.json"
+#define TICK_MS 1000
 
 static uint64_t real_now(void)
 {
@@ -41,7 +42,6 @@ const struct sup_ops sup_real_ops = {
     .pull_spawn = pullproc_spawn,
     .probe_start = probe_runner_start,
 };
-#define TICK_MS 1000
 
 /* ---- unit records from a spec ---- */
 
@@ -193,14 +193,15 @@ static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 {
 	for (size_t i = 0; i < p->n; i++) {
 		const struct plan_action *a = &p->v[i];
-		struct unit_rec *u = &s->units[a->unit];
+		struct unit_rec *u =
+		    a->unit < s->n_units ? &s->units[a->unit] : NULL;
 
 		switch (a->op) {
 		case PLAN_POD_RESTART:
 			s->pod_restarting = true;
+			/* Every record goes with the old spec. */
 			for (size_t k = 0; k < s->n_units; k++) {
-				s->units[k].spec =
-				    NULL; /* goes with the spec */
+				s->units[k].spec = NULL;
 				s->units[k].removed = true;
 			}
 			break;
@@ -332,7 +333,8 @@ enum applied { APPLIED, GATED, PLAN_AGAIN };
 
 static enum applied apply_one(struct supervisor *s, const struct plan_action *a)
 {
-	struct unit_rec *u = &s->units[a->unit];
+	/* Pod-wide actions carry no unit (and a pod may have none). */
+	struct unit_rec *u = a->unit < s->n_units ? &s->units[a->unit] : NULL;
 
 	switch (a->op) {
 	case PLAN_FINISH_RESTART:
@@ -370,31 +372,42 @@ static enum applied apply_one(struct supervisor *s, const struct plan_action *a)
 	return APPLIED;
 }
 
+static void make_plan(struct supervisor *s, struct plan *p)
+{
+	cleanup_free struct plan_unit *view = plan_view(s);
+	struct plan_pod pod = {.has_spec = s->has_spec,
+			       .pod_failed = s->pod_failed,
+			       .pod_restarting = s->pod_restarting,
+			       .grace_s = s->spec.termination_grace_s,
+			       .units = view,
+			       .n_units = s->n_units,
+			       .now_ns = s->ops->now()};
+
+	plan_tick(&pod, p);
+}
+
 static void reconcile(struct supervisor *s)
 {
+	struct plan p = {0};
+
 	netagent_tick(s);
 	/* A plan that changed the records (dropped some, started the pod
 	 * over) is made again; twice is the most a tick needs. */
 	for (int round = 0; round < 4; round++) {
-		cleanup_free struct plan_unit *view = plan_view(s);
-		struct plan_pod pod = {.has_spec = s->has_spec,
-				       .pod_failed = s->pod_failed,
-				       .pod_restarting = s->pod_restarting,
-				       .grace_s = s->spec.termination_grace_s,
-				       .units = view,
-				       .n_units = s->n_units,
-				       .now_ns = s->ops->now()};
-		struct plan p = {0};
 		enum applied r = APPLIED;
 
-		plan_tick(&pod, &p);
-		s->wake_ns = p.wake_ns;
+		make_plan(s, &p);
 		for (size_t i = 0; i < p.n && r == APPLIED; i++)
 			r = apply_one(s, &p.v[i]);
 		plan_free(&p);
 		if (r != PLAN_AGAIN)
-			return;
+			break;
 	}
+	/* The next deadline as things stand now (a start that failed has
+	 * just set a back-off). */
+	make_plan(s, &p);
+	s->wake_ns = p.wake_ns;
+	plan_free(&p);
 }
 
 static int next_timeout_ms(const struct supervisor *s)
