@@ -937,12 +937,25 @@ static void startup_result(struct unit_probes *s, const struct unit_spec *u,
 	}
 }
 
+/* An attempt that outlasted its period: the next one a period after it
+ * ended, never back to back on a slow endpoint. */
+static void not_before(struct probe_state *ps, const struct probe *p,
+		       uint64_t now)
+{
+	if (ps->scheduled && ps->next_due_ns <= now)
+		ps->next_due_ns = now + period_ns(p);
+}
+
 void probes_result(struct unit_probes *s, const struct unit_spec *u,
 		   enum probe_which w, enum probe_result r, const char *why,
 		   uint64_t now_ns)
 {
 	if (s->kill)
 		return;
+	not_before(w == PROBE_STARTUP	 ? &s->startup
+		   : w == PROBE_LIVENESS ? &s->liveness
+					 : &s->readiness,
+		   probe_of(u, w), now_ns);
 	switch (w) {
 	case PROBE_STARTUP:
 		if (!s->started)

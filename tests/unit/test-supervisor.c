@@ -612,6 +612,11 @@ static void test_readiness_startup(void)
 	ok(probes_take_due(&pr, &us, t0 + 20 * S, w) == 2 &&
 	       w[0] == PROBE_LIVENESS,
 	   "liveness: due once its delay from the start has passed");
+	probes_result(&pr, &us, PROBE_READINESS, PROBE_SUCCESS, "",
+		      t0 + 27 * S);
+	ok(probes_next_due(&pr) == t0 + 29 * S,
+	   "readiness: an attempt that outlasted its period runs again a "
+	   "period after it ended");
 
 	probes_init(&pr, &us, t0);
 	for (int i = 0; i < 3; i++) {
