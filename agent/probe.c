@@ -848,30 +848,37 @@ uint64_t probes_next_due(const struct unit_probes *s)
 	if (s->kill)
 		return 0;
 	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-		if (all[i]->scheduled &&
+		if (all[i]->scheduled && !all[i]->in_flight &&
 		    (best == 0 || all[i]->next_due_ns < best))
 			best = all[i]->next_due_ns;
 	}
 	return best;
 }
 
-/* Run one probe if due and fold the result into its thresholds. Next due is a
- * fixed rate from the previous due time (like the kubelet's ticker), skipping
- * periods the caller missed. */
-static void run_one(struct unit_probes *s, struct probe_state *ps,
-		    const struct probe *p, const char *label,
-		    const struct probe_ctx *c, uint64_t now)
+/* Take one probe if due: its next run is a fixed rate from the previous
+ * due time (like the kubelet's ticker), skipping periods the caller
+ * missed; it stays in flight (not due again) until its result is in. */
+static bool take_one(struct probe_state *ps, const struct probe *p,
+		     uint64_t now)
 {
-	probe_attempt_fn fn = c->attempt ? c->attempt : probe_once;
-	char why[200] = "";
 	uint64_t per = period_ns(p);
 
-	if (!ps->scheduled || ps->next_due_ns > now)
-		return;
+	if (!ps->scheduled || ps->in_flight || ps->next_due_ns > now)
+		return false;
 	ps->next_due_ns += per;
 	if (ps->next_due_ns <= now)
 		ps->next_due_ns = now + per;
-	if (fn(p, c, why, sizeof(why)) == PROBE_SUCCESS) {
+	ps->in_flight = true;
+	return true;
+}
+
+/* Fold one result into the probe's consecutive counts and thresholds. */
+static void fold(struct unit_probes *s, struct probe_state *ps,
+		 const struct probe *p, const char *label, enum probe_result r,
+		 const char *why)
+{
+	ps->in_flight = false;
+	if (r == PROBE_SUCCESS) {
 		ps->failures = 0;
 		if (++ps->successes >= p->success_threshold)
 			ps->ok = true;
@@ -879,15 +886,41 @@ static void run_one(struct unit_probes *s, struct probe_state *ps,
 	}
 	ps->successes = 0;
 	snprintf(s->why, sizeof(s->why), "%s probe failed: %s", label,
-		 *why ? why : "unknown error");
+		 why && *why ? why : "unknown error");
 	if (++ps->failures >= fail_threshold(p))
 		ps->ok = false;
 }
 
-static void startup_step(struct unit_probes *s, const struct unit_spec *u,
-			 const struct probe_ctx *c, uint64_t now)
+const struct probe *probe_of(const struct unit_spec *u, enum probe_which w)
 {
-	run_one(s, &s->startup, &u->startup, "Startup", c, now);
+	return w == PROBE_STARTUP    ? &u->startup
+	       : w == PROBE_LIVENESS ? &u->liveness
+				     : &u->readiness;
+}
+
+size_t probes_take_due(struct unit_probes *s, const struct unit_spec *u,
+		       uint64_t now_ns, enum probe_which which[3])
+{
+	size_t n = 0;
+
+	if (s->kill)
+		return 0;
+	if (!s->started) {
+		if (take_one(&s->startup, &u->startup, now_ns))
+			which[n++] = PROBE_STARTUP;
+		return n;
+	}
+	if (take_one(&s->liveness, &u->liveness, now_ns))
+		which[n++] = PROBE_LIVENESS;
+	if (take_one(&s->readiness, &u->readiness, now_ns))
+		which[n++] = PROBE_READINESS;
+	return n;
+}
+
+static void startup_result(struct unit_probes *s, const struct unit_spec *u,
+			   enum probe_result r, const char *why, uint64_t now)
+{
+	fold(s, &s->startup, &u->startup, "Startup", r, why);
 	if (s->startup.ok) {
 		/* Done for this run: liveness and readiness take over, with
 		 * their initial delays still counted from the start. */
@@ -904,20 +937,69 @@ static void startup_step(struct unit_probes *s, const struct unit_spec *u,
 	}
 }
 
+/* An attempt that outlasted its period: the next one a period after it
+ * ended, never back to back on a slow endpoint. */
+static void not_before(struct probe_state *ps, const struct probe *p,
+		       uint64_t now)
+{
+	if (ps->scheduled && ps->next_due_ns <= now)
+		ps->next_due_ns = now + period_ns(p);
+}
+
+void probes_result(struct unit_probes *s, const struct unit_spec *u,
+		   enum probe_which w, enum probe_result r, const char *why,
+		   uint64_t now_ns)
+{
+	if (s->kill)
+		return;
+	not_before(w == PROBE_STARTUP	 ? &s->startup
+		   : w == PROBE_LIVENESS ? &s->liveness
+					 : &s->readiness,
+		   probe_of(u, w), now_ns);
+	switch (w) {
+	case PROBE_STARTUP:
+		if (!s->started)
+			startup_result(s, u, r, why, now_ns);
+		break;
+	case PROBE_LIVENESS:
+		fold(s, &s->liveness, &u->liveness, "Liveness", r, why);
+		if (!s->liveness.ok)
+			s->kill = true;
+		break;
+	case PROBE_READINESS:
+		fold(s, &s->readiness, &u->readiness, "Readiness", r, why);
+		break;
+	}
+}
+
+/* One probe, taken and run here. */
+static void run_one(struct unit_probes *s, const struct unit_spec *u,
+		    enum probe_which w, const struct probe_ctx *c, uint64_t now)
+{
+	probe_attempt_fn fn = c->attempt ? c->attempt : probe_once;
+	struct probe_state *ps = w == PROBE_STARTUP    ? &s->startup
+				 : w == PROBE_LIVENESS ? &s->liveness
+						       : &s->readiness;
+	const struct probe *p = probe_of(u, w);
+	char why[200] = "";
+	enum probe_result r;
+
+	if (!take_one(ps, p, now))
+		return;
+	r = fn(p, c, why, sizeof(why));
+	probes_result(s, u, w, r, why, now);
+}
+
 void probes_run_due(struct unit_probes *s, const struct unit_spec *u,
 		    const struct probe_ctx *c, uint64_t now_ns,
 		    struct probe_outcome *out)
 {
 	if (!s->kill && !s->started)
-		startup_step(s, u, c, now_ns);
-	if (!s->kill && s->started) {
-		run_one(s, &s->liveness, &u->liveness, "Liveness", c, now_ns);
-		if (!s->liveness.ok)
-			s->kill = true;
-	}
+		run_one(s, u, PROBE_STARTUP, c, now_ns);
 	if (!s->kill && s->started)
-		run_one(s, &s->readiness, &u->readiness, "Readiness", c,
-			now_ns);
+		run_one(s, u, PROBE_LIVENESS, c, now_ns);
+	if (!s->kill && s->started)
+		run_one(s, u, PROBE_READINESS, c, now_ns);
 	probes_outcome(s, u, out);
 }
 

@@ -14,7 +14,12 @@
  *                                              out.kill (restart the unit)
  *
  * probes_run_due runs the due attempts synchronously, each up to its
- * timeout_s. */
+ * timeout_s. The supervisor runs them elsewhere instead (probejob.h):
+ *
+ *   n = probes_take_due(&s, u, now, which)     marks them in flight
+ *   ... later, one attempt's result:
+ *   probes_result(&s, u, which[i], r, why, now)
+ *   probes_outcome(&s, u, &out) */
 #ifndef CELL_PROBE_H
 #define CELL_PROBE_H
 
@@ -58,7 +63,10 @@ struct probe_state {
 	uint64_t next_due_ns;
 	int successes, failures; /* consecutive */
 	bool ok;		 /* the thresholded result */
+	bool in_flight;		 /* an attempt runs; its result is to come */
 };
+
+enum probe_which { PROBE_STARTUP, PROBE_LIVENESS, PROBE_READINESS };
 
 struct unit_probes {
 	uint64_t started_at_ns; /* when the run started (initial delays) */
@@ -85,6 +93,16 @@ uint64_t probes_next_due(const struct unit_probes *s);
 void probes_run_due(struct unit_probes *s, const struct unit_spec *u,
 		    const struct probe_ctx *c, uint64_t now_ns,
 		    struct probe_outcome *out);
+/* The probes due at now_ns, each marked in flight (its next period
+ * counted): startup alone until it has succeeded. Returns how many, in
+ * which[]. */
+size_t probes_take_due(struct unit_probes *s, const struct unit_spec *u,
+		       uint64_t now_ns, enum probe_which which[3]);
+/* Fold in one attempt's result (why: the failure's reason). */
+void probes_result(struct unit_probes *s, const struct unit_spec *u,
+		   enum probe_which w, enum probe_result r, const char *why,
+		   uint64_t now_ns);
+const struct probe *probe_of(const struct unit_spec *u, enum probe_which w);
 /* The current state without running anything. */
 void probes_outcome(const struct unit_probes *s, const struct unit_spec *u,
 		    struct probe_outcome *out);

@@ -11,18 +11,12 @@
 #include <sys/types.h>
 
 #include "agent-internal.h"
+#include "plan.h"
 #include "probe.h"
+#include "probejob.h"
 #include "pull.h"
 #include "stats.h"
 #include "supervisor.h"
-
-enum unit_phase {
-	PH_WAITING,  /* not started yet, or waiting for its back-off */
-	PH_RUNNING,  /* a monitor is watching it */
-	PH_STOPPING, /* asked to stop; the exit is still to come */
-	PH_EXITED,   /* over, and it will not run again (policy or pod) */
-	PH_FAILED,   /* could not start; the pod fails (startFailure) */
-};
 
 struct unit_rec {
 	char *name;
@@ -63,12 +57,33 @@ struct netagent {
 	char *why; /* why it is not running, logged once */
 };
 
+/* What the executor does through: the real table wraps the runtime, the
+ * pull helper, the probe runner and the monotonic clock; a test can put
+ * fakes here. */
+struct pullproc;
+struct sup_ops {
+	uint64_t (*now)(void); /* monotonic ns */
+	pid_t (*runtime_start)(const char *monitor_bin, const char *run,
+			       struct cerr *e);
+	int (*runtime_stop)(const char *run, int grace_s, struct cerr *e);
+	int (*pull_spawn)(char *const argv[], int stdin_fd, struct pullproc *p,
+			  struct cerr *e);
+	/* Run one probe attempt off the supervisor thread; its result comes
+	 * back through the runner's eventfd. */
+	void (*probe_start)(struct probe_runner *r, struct probe_job *j);
+};
+
+extern const struct sup_ops sup_real_ops;
+
 struct supervisor {
 	struct sup_opts o;
+	const struct sup_ops *ops;
 	char **insecure;
 	char cgroup_tag[17]; /* from the state dir: unit cgroups never clash */
 	pthread_t th;
 	int evfd, epfd;
+	struct probe_runner probes; /* probe attempts on their own threads */
+	uint64_t wake_ns;	    /* the last plan's next deadline */
 	/* Shared with the API threads, under mu. */
 	pthread_mutex_t mu;
 	pthread_mutex_t save_mu; /* API threads writing pod.json, in turn */
@@ -116,9 +131,12 @@ char *unit_run_dir(const struct unit_rec *u, int seq);
 /* Remove a run's directory (its rootfs unmounted first). */
 void unit_drop_run(const struct unit_rec *u, int seq);
 void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd);
-/* Run the unit's due probes; a failed liveness or startup probe stops it
- * (the restart policy then decides). */
+/* Start the unit's due probes off this thread; a failed liveness or
+ * startup probe makes the plan stop it (the restart policy then decides). */
 void unit_probe(struct supervisor *s, struct unit_rec *u);
+/* One probe attempt's result for u (dropped when its run is over). */
+void unit_probe_done(struct supervisor *s, struct unit_rec *u,
+		     const struct probe_job *j);
 
 /* podnet.c */
 /* After an agent restart: find the recorded network and keep it. */

@@ -30,6 +30,19 @@
 #define POD_FILE "pod.json"
 #define TICK_MS 1000
 
+static uint64_t real_now(void)
+{
+	return now_ns();
+}
+
+const struct sup_ops sup_real_ops = {
+    .now = real_now,
+    .runtime_start = runtime_start,
+    .runtime_stop = runtime_stop,
+    .pull_spawn = pullproc_spawn,
+    .probe_start = probe_runner_start,
+};
+
 /* ---- unit records from a spec ---- */
 
 static struct unit_rec *find_unit(struct supervisor *s, const char *name,
@@ -126,55 +139,111 @@ static void merge_records(struct supervisor *s)
 
 /* ---- applying a new spec ---- */
 
-static bool init_units_changed(struct supervisor *s,
-			       const struct pod_spec *next)
+/* What the planners see of the records (borrowing their strings). */
+static struct plan_unit *plan_view(const struct supervisor *s)
 {
-	size_t n = 0;
+	struct plan_unit *v = xcalloc(s->n_units + 1, sizeof(*v));
 
-	for (size_t i = 0; i < s->n_units; i++)
-		if (s->units[i].is_init && !s->units[i].removed)
-			n++;
-	if (n != next->n_init_units)
-		return true;
-	for (size_t i = 0; i < next->n_init_units; i++) {
-		struct unit_rec *u =
-		    find_unit(s, next->init_units[i].name, true);
-		if (!u ||
-		    strcmp(u->fingerprint, next->init_units[i].fingerprint))
-			return true;
+	for (size_t i = 0; i < s->n_units; i++) {
+		const struct unit_rec *u = &s->units[i];
+		bool running = u->phase == PH_RUNNING && u->spec;
+
+		v[i] = (struct plan_unit){
+		    .name = u->name,
+		    .fingerprint = u->fingerprint,
+		    .is_init = u->is_init,
+		    .removed = u->removed,
+		    .phase = u->phase,
+		    .pulling = u->pull != NULL,
+		    .watched = u->pidfd >= 0,
+		    .succeeded = u->state.kind == STATE_TERMINATED &&
+				 u->state.exit_code == 0,
+		    .probe_kill = running && u->probes.kill,
+		    .not_before_ns = u->not_before_ns,
+		    .probe_due_ns = running ? probes_next_due(&u->probes) : 0};
 	}
-	return false;
+	return v;
 }
 
-static void mark_changes(struct supervisor *s, const struct pod_spec *next)
+static const struct unit_spec *next_spec_of(const struct pod_spec *next,
+					    const char *name)
 {
-	for (size_t i = 0; i < s->n_units; i++) {
-		struct unit_rec *u = &s->units[i];
-		const struct unit_spec *ns = NULL;
+	for (size_t i = 0; i < next->n_units; i++)
+		if (!strcmp(next->units[i].name, name))
+			return &next->units[i];
+	return NULL;
+}
 
-		for (size_t j = 0; !u->is_init && j < next->n_units; j++)
-			if (!strcmp(next->units[j].name, u->name))
-				ns = &next->units[j];
-		if (u->is_init)
-			continue;
-		if (!ns) {
-			u->removed = true;
-			unit_stop(s, u, next->termination_grace_s);
-		} else if (strcmp(u->fingerprint, ns->fingerprint)) {
-			free(u->fingerprint);
-			u->fingerprint = xstrdup(ns->fingerprint);
-			free(u->image);
-			u->image = xstrdup(ns->image);
-			if (u->phase == PH_RUNNING) {
-				u->restart_after_stop = true;
-				unit_stop(s, u, next->termination_grace_s);
-			} else if (u->phase != PH_STOPPING) {
-				unit_pull_cancel(s, u); /* the old image */
-				u->phase = PH_WAITING;
-				u->not_before_ns = 0;
+/* The unit runs the next spec's version of itself from now on. */
+static void respec(struct unit_rec *u, const struct pod_spec *next)
+{
+	const struct unit_spec *ns = next_spec_of(next, u->name);
+
+	if (!ns)
+		return;
+	free(u->fingerprint);
+	u->fingerprint = xstrdup(ns->fingerprint ? ns->fingerprint : "");
+	free(u->image);
+	u->image = xstrdup(ns->image);
+}
+
+/* Carry out plan_spec's decisions for the next spec. */
+static void apply_spec_plan(struct supervisor *s, const struct plan *p,
+			    const struct pod_spec *next)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		const struct plan_action *a = &p->v[i];
+		struct unit_rec *u =
+		    a->unit < s->n_units ? &s->units[a->unit] : NULL;
+
+		switch (a->op) {
+		case PLAN_POD_RESTART:
+			s->pod_restarting = true;
+			/* Every record goes with the old spec. */
+			for (size_t k = 0; k < s->n_units; k++) {
+				s->units[k].spec = NULL;
+				s->units[k].removed = true;
 			}
+			break;
+		case PLAN_REMOVE:
+			u->removed = true;
+			break;
+		case PLAN_STOP:
+			unit_stop(s, u, a->grace_s);
+			break;
+		case PLAN_RESTART:
+			respec(u, next);
+			u->restart_after_stop = true;
+			break;
+		case PLAN_RESPEC:
+			respec(u, next);
+			break;
+		case PLAN_RESET:
+			respec(u, next);
+			unit_pull_cancel(s, u); /* the old image */
+			u->phase = PH_WAITING;
+			u->not_before_ns = 0;
+			break;
+		default:
+			break;
 		}
 	}
+}
+
+static void plan_next_spec(struct supervisor *s, const struct pod_spec *next)
+{
+	cleanup_free struct plan_unit *view = plan_view(s);
+	struct plan_next pn = {.init_units = next->init_units,
+			       .units = next->units,
+			       .n_init_units = next->n_init_units,
+			       .n_units = next->n_units,
+			       .grace_s = next->termination_grace_s,
+			       .net_changed = podnet_changed(s, next)};
+	struct plan p = {0};
+
+	plan_spec(view, s->n_units, &pn, &p);
+	apply_spec_plan(s, &p, next);
+	plan_free(&p);
 }
 
 static int prepare_volumes(struct supervisor *s, struct cerr *e)
@@ -217,19 +286,8 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 		return;
 	}
 	log_warnings(s, &next);
-	if (s->has_spec &&
-	    (init_units_changed(s, &next) || podnet_changed(s, &next))) {
-		/* A change to initUnits or to the pod's network restarts the
-		 * pod. */
-		s->pod_restarting = true;
-		for (size_t i = 0; i < s->n_units; i++) {
-			s->units[i].spec = NULL; /* the old spec goes away */
-			s->units[i].removed = true;
-			unit_stop(s, &s->units[i], next.termination_grace_s);
-		}
-	} else if (s->has_spec) {
-		mark_changes(s, &next);
-	}
+	if (s->has_spec)
+		plan_next_spec(s, &next);
 	if (s->has_spec)
 		pod_spec_free(&s->spec);
 	s->spec = next;
@@ -242,7 +300,7 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 		log_error("volumes: %s", e.msg);
 }
 
-/* ---- driving the units ---- */
+/* ---- driving the units: plan_tick's actions ---- */
 
 static bool active(const struct unit_rec *u)
 {
@@ -271,87 +329,99 @@ static void drop_removed(struct supervisor *s)
 	s->n_units = k;
 }
 
-static bool due(const struct unit_rec *u)
-{
-	return u->phase == PH_WAITING && !u->pull &&
-	       now_ns() >= u->not_before_ns;
-}
+enum applied { APPLIED, GATED, PLAN_AGAIN };
 
-/* Init units one after the other, each to success. Returns true once all
- * have succeeded. */
-static bool run_init_units(struct supervisor *s)
+static enum applied apply_one(struct supervisor *s, const struct plan_action *a)
 {
-	for (size_t i = 0; i < s->n_units; i++) {
-		struct unit_rec *u = &s->units[i];
+	/* Pod-wide actions carry no unit (and a pod may have none). */
+	struct unit_rec *u = a->unit < s->n_units ? &s->units[a->unit] : NULL;
 
-		if (!u->is_init || u->removed)
-			continue;
-		if (u->phase == PH_EXITED &&
-		    u->state.kind == STATE_TERMINATED &&
-		    u->state.exit_code == 0)
-			continue;
-		if (u->phase == PH_EXITED || u->phase == PH_FAILED) {
-			s->pod_failed = true; /* Never, and it failed */
-			return false;
-		}
-		if (due(u))
-			unit_start(s, u);
-		return false;
-	}
-	return true;
-}
-
-static void reconcile(struct supervisor *s)
-{
-	netagent_tick(s);
-	if (!s->has_spec)
-		return;
-	if (s->pod_restarting) {
-		for (size_t i = 0; i < s->n_units; i++)
-			if (active(&s->units[i]))
-				return;
+	switch (a->op) {
+	case PLAN_FINISH_RESTART:
 		drop_removed(s);
 		podnet_release(s);
 		s->pod_restarting = false;
 		s->pod_failed = false;
 		merge_records(s);
+		return PLAN_AGAIN;
+	case PLAN_DROP_STOPPED:
+		drop_removed(s);
+		return PLAN_AGAIN;
+	case PLAN_NET:
+		return podnet_ensure(s) ? APPLIED : GATED;
+	case PLAN_POD_FAILED:
+		if (!s->pod_failed)
+			log_warn("init unit %s failed: the pod fails", u->name);
+		s->pod_failed = true;
+		return GATED;
+	case PLAN_START:
+		unit_start(s, u);
+		break;
+	case PLAN_ADOPT:
+		unit_adopt(s, u);
+		break;
+	case PLAN_PROBE:
+		unit_probe(s, u);
+		break;
+	case PLAN_STOP:
+		unit_stop(s, u, a->grace_s);
+		break;
+	default:
+		break;
 	}
-	drop_removed(s);
-	if (s->pod_failed || !podnet_ensure(s) || !run_init_units(s))
-		return;
-	for (size_t i = 0; i < s->n_units; i++)
-		unit_probe(s, &s->units[i]);
-	for (size_t i = 0; i < s->n_units; i++) {
-		struct unit_rec *u = &s->units[i];
-		if (u->phase == PH_RUNNING && u->pidfd < 0)
-			unit_adopt(s, u); /* its monitor was still setting up */
-		else if (!u->is_init && !u->removed && due(u))
-			unit_start(s, u);
+	return APPLIED;
+}
+
+static void make_plan(struct supervisor *s, struct plan *p)
+{
+	cleanup_free struct plan_unit *view = plan_view(s);
+	struct plan_pod pod = {.has_spec = s->has_spec,
+			       .pod_failed = s->pod_failed,
+			       .pod_restarting = s->pod_restarting,
+			       .grace_s = s->spec.termination_grace_s,
+			       .units = view,
+			       .n_units = s->n_units,
+			       .now_ns = s->ops->now()};
+
+	plan_tick(&pod, p);
+}
+
+static void reconcile(struct supervisor *s)
+{
+	struct plan p = {0};
+
+	netagent_tick(s);
+	/* A plan that changed the records (dropped some, started the pod
+	 * over) is made again; twice is the most a tick needs. */
+	for (int round = 0; round < 4; round++) {
+		enum applied r = APPLIED;
+
+		make_plan(s, &p);
+		for (size_t i = 0; i < p.n && r == APPLIED; i++)
+			r = apply_one(s, &p.v[i]);
+		plan_free(&p);
+		if (r != PLAN_AGAIN)
+			break;
 	}
+	/* The next deadline as things stand now (a start that failed has
+	 * just set a back-off). */
+	make_plan(s, &p);
+	s->wake_ns = p.wake_ns;
+	plan_free(&p);
 }
 
 static int next_timeout_ms(const struct supervisor *s)
 {
-	uint64_t now = now_ns(), best = (uint64_t)TICK_MS * 1000000;
+	uint64_t now = s->ops->now(), best = (uint64_t)TICK_MS * 1000000;
+	uint64_t due[] = {netagent_next_due(s), s->wake_ns};
 
-	if (netagent_next_due(s) && netagent_next_due(s) <= now)
-		return 0;
-	if (netagent_next_due(s) && netagent_next_due(s) - now < best)
-		best = netagent_next_due(s) - now;
-
-	for (size_t i = 0; i < s->n_units; i++) {
-		const struct unit_rec *u = &s->units[i];
-		uint64_t due = u->pull			? 0
-			       : u->phase == PH_WAITING ? u->not_before_ns
-			       : u->phase == PH_RUNNING
-				   ? probes_next_due(&u->probes)
-				   : 0;
-		if (!due)
+	for (size_t i = 0; i < ARRAY_SIZE(due); i++) {
+		if (!due[i])
 			continue;
-		if (due <= now)
+		if (due[i] <= now)
 			return 0;
-		if (due - now < best)
-			best = due - now;
+		if (due[i] - now < best)
+			best = due[i] - now;
 	}
 	return (int)(best / 1000000) + 1;
 }
@@ -516,6 +586,21 @@ static char *take_pending(struct supervisor *s, size_t *len, bool *quit)
 	return body;
 }
 
+static void take_probe_results(struct supervisor *s)
+{
+	struct probe_job *j = probe_runner_take(&s->probes);
+
+	while (j) {
+		struct probe_job *next = j->next;
+		struct unit_rec *u = find_unit(s, j->unit, j->is_init);
+
+		if (u)
+			unit_probe_done(s, u, j);
+		probe_job_free(j);
+		j = next;
+	}
+}
+
 static void *sup_main(void *arg)
 {
 	struct supervisor *s = arg;
@@ -527,15 +612,18 @@ static void *sup_main(void *arg)
 		size_t len = 0;
 		char *body;
 
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
 			if (s->na.pid && ev[i].data.fd == s->na.pidfd)
 				netagent_exited(s);
+			if (ev[i].data.fd == s->probes.evfd)
+				take_probe_results(s);
+		}
 		for (int i = 0; i < n; i++)
 			for (size_t k = 0; k < s->n_units; k++) {
 				struct unit_rec *u = &s->units[k];
 				int fd = ev[i].data.fd;
 
-				if (fd == s->evfd)
+				if (fd == s->evfd || fd == s->probes.evfd)
 					break;
 				if (u->pidfd == fd) {
 					unit_exited(s, u);
@@ -651,6 +739,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	cleanup_free char *units = xasprintf("%s/units", o->state_dir);
 
 	copy_opts(s, o);
+	s->ops = &sup_real_ops;
 	if (digest_buf("sha256", o->state_dir, strlen(o->state_dir), tag, e) <
 	    0)
 		return -1;
@@ -663,6 +752,11 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	ev.data.fd = s->evfd;
 	if (s->evfd < 0 || s->epfd < 0 ||
 	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) < 0)
+		return cerr_sys(e, "supervisor event loop");
+	if (probe_runner_init(&s->probes, e) < 0)
+		return -1;
+	ev.data.fd = s->probes.evfd;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->probes.evfd, &ev) < 0)
 		return cerr_sys(e, "supervisor event loop");
 	if (fs_mkdir_p(units, 0700, e) < 0 ||
 	    fs_mkdir_p(o->packages_dir, 0755, e) < 0)
@@ -678,6 +772,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 
 static void sup_free(struct supervisor *s)
 {
+	probe_runner_fini(&s->probes); /* attempts end within their timeouts */
 	for (size_t i = 0; i < s->n_units; i++) {
 		if (s->units[i].pidfd >= 0)
 			close(s->units[i].pidfd);

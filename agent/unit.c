@@ -30,24 +30,22 @@
 #define LOG_MAX_FILES 5
 #define TERM_MSG_MAX 4096
 #define FALLBACK_LINES 80
-#define ADOPT_WAIT_MS 10000
-#define LONG_RUN_NS (600ull * 1000000000ull) /* resets the back-off */
 
 char *unit_run_dir(const struct unit_rec *u, int seq)
 {
 	return xasprintf("%s/%d", u->dir, seq);
 }
 
-/* The back-off before restart n. CELL_AGENT_BACKOFF_UNIT_MS (a test seam)
+/* The back-off's "second". CELL_AGENT_BACKOFF_UNIT_MS (a test seam)
  * shrinks the kubelet's seconds to that many milliseconds each. */
-static uint64_t backoff_ns(int n)
+static uint64_t backoff_unit_ns(void)
 {
 	const char *v = getenv("CELL_AGENT_BACKOFF_UNIT_MS");
 	int64_t unit_ms = 1000;
 
 	if (v)
 		parse_int64(v, 1, 1000, &unit_ms, NULL);
-	return (uint64_t)podrun_backoff_s(n) * (uint64_t)unit_ms * 1000000ull;
+	return (uint64_t)unit_ms * 1000000ull;
 }
 
 static void set_waiting(struct unit_rec *u, const char *reason, bool failure)
@@ -135,7 +133,7 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	}
 	argv[n] = NULL;
 	u->pull = xcalloc(1, sizeof(*u->pull));
-	rc = pullproc_spawn((char *const *)argv, credfd, u->pull, e);
+	rc = s->ops->pull_spawn((char *const *)argv, credfd, u->pull, e);
 	if (credfd >= 0)
 		close(credfd);
 	if (rc < 0) {
@@ -361,7 +359,8 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
 		log_error("epoll add for %s: %m", u->name);
 }
 
-static void set_running(struct unit_rec *u, int64_t started_at)
+static void set_running(struct supervisor *s, struct unit_rec *u,
+			int64_t started_at)
 {
 	struct probe_outcome out;
 
@@ -375,30 +374,57 @@ static void set_running(struct unit_rec *u, int64_t started_at)
 		return;
 	/* Probes count from now: after an agent restart a re-adopted unit
 	 * waits out its initial delays again, as after a kubelet restart. */
-	probes_init(&u->probes, u->spec, now_ns());
+	probes_init(&u->probes, u->spec, s->ops->now());
 	probes_outcome(&u->probes, u->spec, &out);
 	u->started = out.started;
 	u->ready = out.ready;
 }
 
+/* Start the unit's due probes on the runner's threads; their results
+ * come back through unit_probe_done. */
 void unit_probe(struct supervisor *s, struct unit_rec *u)
 {
-	cleanup_free char *run = unit_run_dir(u, u->seq);
-	struct probe_ctx c = {.monitor_bin = s->o.monitor_bin, .unit_dir = run};
-	cleanup_free char *pod_ip = podnet_netns(s) ? podnet_pod_ip(s) : NULL;
-	struct probe_outcome out;
-	uint64_t due = probes_next_due(&u->probes);
+	cleanup_free char *run = NULL, *pod_ip = NULL;
+	struct probe_ctx c = {.monitor_bin = s->o.monitor_bin};
+	enum probe_which w[3];
+	size_t n;
 
-	if (u->phase != PH_RUNNING || !u->spec || !due || due > now_ns())
+	if (u->phase != PH_RUNNING || !u->spec)
 		return;
+	n = probes_take_due(&u->probes, u->spec, s->ops->now(), w);
+	if (!n)
+		return;
+	run = unit_run_dir(u, u->seq);
+	pod_ip = podnet_netns(s) ? podnet_pod_ip(s) : NULL;
+	c.unit_dir = run;
 	c.default_host = pod_ip; /* in its own namespace: the pod IP */
-	probes_run_due(&u->probes, u->spec, &c, now_ns(), &out);
+	for (size_t i = 0; i < n; i++) {
+		struct probe_job *j =
+		    probe_job_new(u->name, u->is_init, u->seq, w[i],
+				  probe_of(u->spec, w[i]), &c);
+
+		j->run_token = u->probes.started_at_ns;
+		s->ops->probe_start(&s->probes, j);
+	}
+}
+
+void unit_probe_done(struct supervisor *s, struct unit_rec *u,
+		     const struct probe_job *j)
+{
+	struct probe_outcome out;
+
+	/* A record made again (a pod restart) counts runs from 1 again:
+	 * the token tells this run from an older one with the same number. */
+	if (u->phase != PH_RUNNING || !u->spec || j->seq != u->seq ||
+	    j->run_token != u->probes.started_at_ns)
+		return; /* that run is over */
+	probes_result(&u->probes, u->spec, j->which, j->result, j->why,
+		      s->ops->now());
+	probes_outcome(&u->probes, u->spec, &out);
 	u->started = out.started;
 	u->ready = out.ready;
-	if (out.kill) {
+	if (out.kill) /* the plan stops it */
 		log_warn("unit %s: %s; stopping it", u->name, out.why);
-		unit_stop(s, u, s->spec.termination_grace_s);
-	}
 }
 
 /* After the monitor confirmed the exec: watch it. */
@@ -411,7 +437,7 @@ static int watch_run(struct supervisor *s, struct unit_rec *u, const char *run,
 	if (runtime_read_state(run, &st, e) < 0)
 		return -1;
 	pidfd = runtime_pidfd(&st, e);
-	set_running(u, st.started_at_ns ? st.started_at_ns : wall_ns());
+	set_running(s, u, st.started_at_ns ? st.started_at_ns : wall_ns());
 	runtime_state_free(&st);
 	if (pidfd < 0) /* it already ended: the exit is processed now */
 		return 1;
@@ -436,7 +462,7 @@ static int configure_and_start(struct supervisor *s, struct unit_rec *u,
 	image_config_free(&ic);
 	if (ret < 0)
 		return -1;
-	return runtime_start(s->o.monitor_bin, run, e);
+	return s->ops->runtime_start(s->o.monitor_bin, run, e);
 }
 
 /* The cell's own disk, not the unit, is at fault: full or read-only.
@@ -446,7 +472,8 @@ static bool storage_trouble(int code)
 	return code == ENOSPC || code == EDQUOT || code == EROFS;
 }
 
-static void start_failed(struct unit_rec *u, bool pulled, const struct cerr *e)
+static void start_failed(struct supervisor *s, struct unit_rec *u, bool pulled,
+			 const struct cerr *e)
 {
 	struct cerr ignore = {0};
 
@@ -459,7 +486,9 @@ static void start_failed(struct unit_rec *u, bool pulled, const struct cerr *e)
 		    "%s: %s", pulled ? "CreateContainerError" : "ErrImagePull",
 		    e->msg);
 		set_waiting(u, why, false);
-		u->not_before_ns = now_ns() + backoff_ns(++u->backoff_n);
+		u->not_before_ns =
+		    s->ops->now() +
+		    plan_backoff_ns(++u->backoff_n, backoff_unit_ns());
 	} else {
 		set_waiting(u, e->msg, true);
 		u->phase = PH_FAILED;
@@ -478,7 +507,7 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	unit_drop_run(u, u->seq - 1); /* keep only the previous run */
 	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0 ||
 	    pull_start(s, u, run, &e) < 0) {
-		start_failed(u, false, &e);
+		start_failed(s, u, false, &e);
 		return -1;
 	}
 	return 0;
@@ -507,11 +536,11 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 	u->pull = NULL;
 	if (r < 0) {
 		cerr_prefix(&e, "pull %s", u->spec ? u->spec->image : "");
-		start_failed(u, false, &e);
+		start_failed(s, u, false, &e);
 		return;
 	}
 	if (configure_and_start(s, u, run, &e) < 0) {
-		start_failed(u, true, &e);
+		start_failed(s, u, true, &e);
 		return;
 	}
 	if (u->seq > 0)
@@ -573,39 +602,42 @@ static void set_terminated(struct unit_rec *u, const char *run,
 	u->ready = false;
 }
 
-/* Decide what happens after an exit: restart (now or after a back-off),
- * or stay terminated. */
+/* After an exit: restart (now or after a back-off), or stay terminated,
+ * as plan_exit decides. */
 static void after_exit(struct supervisor *s, struct unit_rec *u)
 {
 	const struct unit_state *t = &u->state;
-	enum restart_policy p = s->spec.restart_policy;
-	uint64_t ran = (uint64_t)(t->finished_at_ns - t->started_at_ns);
+	struct plan_exit_in in = {
+	    .policy = s->spec.restart_policy,
+	    .is_init = u->is_init,
+	    .going = u->removed || s->pod_restarting || s->pod_failed,
+	    .restart_after_stop = u->restart_after_stop,
+	    .exit_code = t->exit_code,
+	    .ran_ns = (uint64_t)(t->finished_at_ns - t->started_at_ns),
+	    .backoff_n = u->backoff_n,
+	    .now_ns = s->ops->now(),
+	    .backoff_unit_ns = backoff_unit_ns()};
+	struct plan_exit_out out;
 
-	/* Init units run to success: Always behaves as OnFailure. */
-	if (u->is_init && p == RESTART_ALWAYS)
-		p = RESTART_ON_FAILURE;
-	if (u->removed || s->pod_restarting || s->pod_failed) {
+	plan_exit(&in, &out);
+	u->backoff_n = out.backoff_n;
+	u->restart_after_stop = false;
+	switch (out.kind) {
+	case EXIT_STAY:
 		u->phase = PH_EXITED;
 		return;
-	}
-	if (u->restart_after_stop) {
+	case EXIT_RESTART_NOW:
 		unit_state_copy(&u->last_state, &u->state);
-		u->restart_after_stop = false;
-		u->backoff_n = 0;
 		u->not_before_ns = 0;
 		u->phase = PH_WAITING;
 		return;
-	}
-	if (!podrun_should_restart(p, t->exit_code)) {
-		u->phase = PH_EXITED;
+	case EXIT_BACKOFF:
+		u->not_before_ns = out.not_before_ns;
+		unit_state_copy(&u->last_state, &u->state);
+		set_waiting(u, "CrashLoopBackOff", false);
+		u->phase = PH_WAITING;
 		return;
 	}
-	if (ran >= LONG_RUN_NS)
-		u->backoff_n = 0;
-	u->not_before_ns = now_ns() + backoff_ns(++u->backoff_n);
-	unit_state_copy(&u->last_state, &u->state);
-	set_waiting(u, "CrashLoopBackOff", false);
-	u->phase = PH_WAITING;
 }
 
 void unit_exited(struct supervisor *s, struct unit_rec *u)
@@ -642,25 +674,9 @@ void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 	unit_pull_cancel(s, u);
 	if (u->phase != PH_RUNNING)
 		return;
-	if (runtime_stop(run, (int)grace, &e) < 0)
+	if (s->ops->runtime_stop(run, (int)grace, &e) < 0)
 		log_warn("stop %s: %s", u->name, e.msg);
 	u->phase = PH_STOPPING;
-}
-
-/* runtime_read_state, waiting out EAGAIN (a monitor that holds the run
- * but has not written state.json yet) for up to ADOPT_WAIT_MS. */
-static int read_settled_state(const char *run, struct unit_runtime_state *st,
-			      struct cerr *e)
-{
-	for (int waited = 0;; waited += 20) {
-		struct timespec ts = {0, 20 * 1000000L};
-
-		if (runtime_read_state(run, st, e) == 0)
-			return 0;
-		if (e->code != EAGAIN || waited >= ADOPT_WAIT_MS)
-			return -1;
-		nanosleep(&ts, NULL);
-	}
 }
 
 /* After an agent restart: find the unit's current run where the monitor
@@ -674,11 +690,13 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 
 	if (u->phase != PH_RUNNING && u->phase != PH_STOPPING)
 		return;
-	if (u->seq <= 0 || read_settled_state(run, &st, &e) < 0) {
+	if (u->seq <= 0 || runtime_read_state(run, &st, &e) < 0) {
 		if (e.code == EAGAIN) {
-			/* A monitor still holds the run: never start a
-			 * second copy. Watch again at the next tick. */
-			log_warn("unit %s: %s", u->name, e.msg);
+			/* A monitor still holds the run but has not written
+			 * state.json yet: never start a second copy. The plan
+			 * asks again shortly (PLAN_ADOPT_RETRY_NS); nothing
+			 * here waits. */
+			log_debug("unit %s: %s", u->name, e.msg);
 			return;
 		}
 		u->phase = PH_WAITING; /* never got going: start afresh */
