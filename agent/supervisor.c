@@ -317,6 +317,7 @@ static void reconcile(struct supervisor *s)
 		merge_records(s);
 	}
 	drop_removed(s);
+	sweep_pod_cgroup(s);
 	if (s->pod_failed || !podnet_ensure(s) || !run_init_units(s))
 		return;
 	for (size_t i = 0; i < s->n_units; i++)
@@ -668,6 +669,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	    fs_mkdir_p(o->packages_dir, 0755, e) < 0)
 		return -1;
 	restore(s);
+	sweep_at_start(s);
 	netagent_restore(s);
 	publish(s);
 	if (pthread_create(&s->th, NULL, sup_main, s) != 0)
