@@ -77,6 +77,22 @@ static bool in_use(char *const *args, const char *dir)
 	return false;
 }
 
+/* Does the run's own record say its monitor lives (or is starting)? Asked
+ * as well as the command lines: a state directory spelled differently by
+ * a later agent must not make a live run look abandoned. */
+static bool monitor_lives(const char *run)
+{
+	struct unit_runtime_state st;
+	struct cerr e = {0};
+	bool alive;
+
+	if (runtime_read_state(run, &st, &e) < 0)
+		return e.code == EAGAIN;
+	alive = !st.exited && runtime_monitor_alive(&st);
+	runtime_state_free(&st);
+	return alive;
+}
+
 void run_dir_remove(const char *run)
 {
 	struct cerr e = {0};
@@ -129,7 +145,7 @@ static int sweep_runs(const char *dir, const char *name, int keep_a, int keep_b,
 		if ((seq = run_seq(de->d_name)) < 0)
 			continue;
 		run = xasprintf("%s/%s", dir, de->d_name);
-		if (in_use(args, run)) {
+		if (in_use(args, run) || monitor_lives(run)) {
 			keep_cgroup(keep, name, de->d_name);
 			live++;
 		} else if (seq != keep_a && seq != keep_b) {
