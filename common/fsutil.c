@@ -246,6 +246,9 @@ char **fs_mounts_beneath(const char *dir)
 	size_t cap = 0, n = 0, dl = strlen(dir);
 	char **v = NULL;
 
+	while (dl > 0 && dir[dl - 1] == '/') /* "/" and "/a/" as "" and "/a" */
+		dl--;
+
 	while (f && getline(&line, &cap, f) > 0) {
 		char *save = NULL, *mp = strtok_r(line, " ", &save);
 
@@ -254,7 +257,7 @@ char **fs_mounts_beneath(const char *dir)
 		if (!mp)
 			continue;
 		fs_mountinfo_unescape(mp);
-		if (strncmp(mp, dir, dl) || mp[dl] != '/')
+		if (strncmp(mp, dir, dl) || mp[dl] != '/' || !mp[dl + 1])
 			continue;
 		v = xrealloc(v, (n + 2) * sizeof(char *));
 		v[n++] = xstrdup(mp);
