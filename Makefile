@@ -109,7 +109,7 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
 .PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release \
-	static static-test image image-test
+	static static-test image image-test soak
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -288,6 +288,11 @@ tsan:
 	$(MAKE) build/bin/cell-monitor
 	cp build/bin/cell-monitor build-tsan/bin/cell-monitor
 	OUT=build-tsan scripts/tsan.sh
+
+# A long run against leaks (issue 14), not in check or CI: SOAK_MINUTES
+# (default 30) of churn, then leaked processes, mounts, cgroups, fds and RSS.
+soak: all
+	CELL_BUILD=$(abspath $(OUT)) /usr/bin/python3 tests/soak/soak.py
 
 # make install PREFIX=/usr/local DESTDIR=: binaries, docs, and the systemd
 # units and OpenRC scripts from image-build/init with their paths filled in.

@@ -17,30 +17,13 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "fsutil.h"
 #include "log.h"
 #include "parttable.h"
 #include "procspawn.h"
 #include "util.h"
 
 /* ---- finding the root device ---- */
-
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
-		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o = '\0';
-}
 
 /* Walk /proc/self/mountinfo. With mnt: the device number of what is
  * mounted there (the last such mount wins: it hides the ones before it).
@@ -69,7 +52,7 @@ static int mountinfo_find(const char *mnt, dev_t *dev, struct cerr *e)
 				return 1;
 			continue;
 		}
-		unescape(tok[4]);
+		fs_mountinfo_unescape(tok[4]);
 		if (strcmp(tok[4], mnt) != 0)
 			continue;
 		*dev = makedev(maj, min);

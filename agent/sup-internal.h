@@ -110,7 +110,8 @@ struct supervisor {
 	char **warned;		/* the last spec's warnings, logged once */
 	int64_t pod_memory_cap; /* bytes for all units together; 0 none */
 	bool pod_failed;
-	bool pod_restarting; /* initUnits changed: stop all, then start over */
+	bool pod_restarting;  /* initUnits changed: stop all, then start over */
+	bool pod_cgroup_live; /* a unit ran since the pod's cgroups last went */
 	struct stats_state stats;
 	struct podnet net;
 	struct netagent na;
@@ -137,6 +138,18 @@ void unit_probe(struct supervisor *s, struct unit_rec *u);
 /* One probe attempt's result for u (dropped when its run is over). */
 void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 		     const struct probe_job *j);
+
+/* sweep.c */
+/* After restore: remove unit directories, runs, mounts and cgroups no
+ * record names and no live process uses; adopt (as removed) and stop a
+ * unit no longer in the spec whose monitor still runs. */
+void sweep_at_start(struct supervisor *s);
+/* With no unit running or stopping: remove the pod's now empty cgroup
+ * directory in each hierarchy (once per emptying). */
+void sweep_pod_cgroup(struct supervisor *s);
+/* Remove a run (or unit) directory: a dead monitor's cgroups, every mount
+ * below it, then the tree. */
+void run_dir_remove(const char *run);
 
 /* podnet.c */
 /* After an agent restart: find the recorded network and keep it. */

@@ -391,6 +391,7 @@ static void reconcile(struct supervisor *s)
 	struct plan p = {0};
 
 	netagent_tick(s);
+	sweep_pod_cgroup(s);
 	/* A plan that changed the records (dropped some, started the pod
 	 * over) is made again; twice is the most a tick needs. */
 	for (int round = 0; round < 4; round++) {
@@ -762,6 +763,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	    fs_mkdir_p(o->packages_dir, 0755, e) < 0)
 		return -1;
 	restore(s);
+	sweep_at_start(s);
 	netagent_restore(s);
 	publish(s);
 	if (pthread_create(&s->th, NULL, sup_main, s) != 0)

@@ -60,15 +60,10 @@ static void set_waiting(struct unit_rec *u, const char *reason, bool failure)
 void unit_drop_run(const struct unit_rec *u, int seq)
 {
 	cleanup_free char *run = unit_run_dir(u, seq);
-	cleanup_free char *root = xasprintf("%s/rootfs", run);
-	struct cerr e = {0};
 
 	if (seq <= 0 || !fs_exists(run))
 		return;
-	runtime_cleanup(run, &e);
-	umount2(root, MNT_DETACH);
-	if (fs_rm_rf(run, &e) < 0)
-		log_warn("remove %s: %s", run, e.msg);
+	run_dir_remove(run);
 }
 
 static const struct credential *creds_for(const struct pod_spec *pod,

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -212,4 +213,57 @@ bool fs_is_mountpoint(const char *path)
 	if (stat(path, &a) < 0 || stat(parent, &b) < 0)
 		return false;
 	return a.st_dev != b.st_dev || a.st_ino == b.st_ino;
+}
+
+void fs_mountinfo_unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+static int longer_first(const void *a, const void *b)
+{
+	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+
+	return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+char **fs_mounts_beneath(const char *dir)
+{
+	cleanup_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+	cleanup_free char *line = NULL;
+	size_t cap = 0, n = 0, dl = strlen(dir);
+	char **v = NULL;
+
+	while (dl > 0 && dir[dl - 1] == '/') /* "/" and "/a/" as "" and "/a" */
+		dl--;
+
+	while (f && getline(&line, &cap, f) > 0) {
+		char *save = NULL, *mp = strtok_r(line, " ", &save);
+
+		for (int i = 0; mp && i < 4; i++)
+			mp = strtok_r(NULL, " ", &save);
+		if (!mp)
+			continue;
+		fs_mountinfo_unescape(mp);
+		if (strncmp(mp, dir, dl) || mp[dl] != '/' || !mp[dl + 1])
+			continue;
+		v = xrealloc(v, (n + 2) * sizeof(char *));
+		v[n++] = xstrdup(mp);
+		v[n] = NULL;
+	}
+	if (n > 1)
+		qsort(v, n, sizeof(char *), longer_first);
+	return v;
 }

@@ -31,6 +31,12 @@ bool fs_exists(const char *path);
 /* Is path the root of a mount? (Its device differs from its parent's, or it
  * is the same inode as its parent: "/".) */
 bool fs_is_mountpoint(const char *path);
+/* Undo /proc/self/mountinfo's octal escapes (\040 for a space) in place. */
+void fs_mountinfo_unescape(char *s);
+/* Mount points strictly beneath dir (an absolute, clean path) in this mount
+ * namespace, deepest first so they can be unmounted in order; NULL when
+ * there are none (a NULL-terminated vector otherwise, strv_free it). */
+char **fs_mounts_beneath(const char *dir);
 /* Write all of buf to fd, retrying short writes and EINTR. A full disk
  * shows as -1 with errno ENOSPC (never as a silent short write). */
 int fs_write_all(int fd, const void *buf, size_t len);

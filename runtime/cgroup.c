@@ -25,6 +25,7 @@
 #include <linux/bpf.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -249,6 +250,21 @@ int cg_detect(const char *root, const char *self_cgroup, struct cg_layout *l,
 		}
 	}
 	return 0;
+}
+
+int cg_detect_env(struct cg_layout *l, struct cerr *e)
+{
+	const char *root = getenv("CELL_CGROUP_ROOT");
+	cleanup_free char *self = NULL;
+
+	if (getenv("CELL_CGROUP_NEST")) {
+		struct buf b;
+		buf_init(&b, 1u << 16);
+		if (fs_read_file("/proc/self/cgroup", &b, e) < 0)
+			return -1;
+		self = buf_steal(&b, NULL);
+	}
+	return cg_detect(root && *root ? root : "/sys/fs/cgroup", self, l, e);
 }
 
 void cg_layout_free(struct cg_layout *l)

@@ -285,23 +285,12 @@ static int setup_signals(struct monitor *m, struct cerr *e)
 
 static int setup_cgroup(struct monitor *m, struct cerr *e)
 {
-	const char *root = getenv("CELL_CGROUP_ROOT");
-	cleanup_free char *self = NULL;
 	struct cg_layout l;
 	struct cg_limits lim = {m->cfg.memory_limit, m->cfg.cpu_quota,
 				m->cfg.pids_limit, m->cfg.pod_memory_limit};
 	int rc;
 
-	/* Test seam and delegation: nest below our own cgroups instead of
-	 * the hierarchy roots. */
-	if (getenv("CELL_CGROUP_NEST")) {
-		struct buf b;
-		buf_init(&b, 1u << 16);
-		if (fs_read_file("/proc/self/cgroup", &b, e) < 0)
-			return -1;
-		self = buf_steal(&b, NULL);
-	}
-	if (cg_detect(root && *root ? root : "/sys/fs/cgroup", self, &l, e) < 0)
+	if (cg_detect_env(&l, e) < 0)
 		return cerr_prefix(e, "cgroup");
 	rc = cg_create(&l, m->cfg.cgroup_path, &lim, &m->cg, e);
 	cg_layout_free(&l);

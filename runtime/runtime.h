@@ -360,6 +360,11 @@ struct cgroup {
 int cg_detect(const char *root, const char *self_cgroup, struct cg_layout *l,
 	      struct cerr *e);
 void cg_layout_free(struct cg_layout *l);
+/* cg_detect as cell-monitor sees it: CELL_CGROUP_ROOT (default
+ * /sys/fs/cgroup), nested below the caller's own cgroups when
+ * CELL_CGROUP_NEST is set (a test seam, and delegation). The agent uses it
+ * to find its units' cgroups: the monitors it starts inherit both. */
+int cg_detect_env(struct cg_layout *l, struct cerr *e);
 /* Create rel (clean, relative) in every hierarchy, enable controllers on
  * the way down (v2), apply the limits and the device allowlist (v1 devices
  * controller; a BPF device program on v2). ENOTSUP when a limit is asked

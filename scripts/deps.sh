@@ -48,7 +48,8 @@ else
 fi
 
 # civetweb: Debian's source package (signed by the archive), exactly this
-# version, with our small patch (scripts/civetweb.patch: TLS handshakes
+# version, with our small patch (scripts/civetweb.patch: unmasked client
+# frames refused with 1002, RFC 6455 5.1; TLS handshakes
 # done by the agent, see agent/tls.c), unpacked under .deps/ (not in git).
 # The Makefile builds it against OpenSSL 3 (no dlopen) into a static
 # library. Debian 12's binary package was built for OpenSSL 1.1.

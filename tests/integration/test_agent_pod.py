@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -42,14 +43,27 @@ def cell(tmp_path, registry):
         return a, a.client()
 
     yield make
-    for a in made:
-        if a.alive():
-            try:
-                c = a.client()
-                c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
-                wait_units_gone(a)
-            finally:
-                assert a.stop() == 0, a.log()[-3000:]
+    try:
+        for a in made:
+            if a.alive():
+                try:
+                    c = a.client()
+                    c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+                    wait_units_gone(a)
+                finally:
+                    assert a.stop() == 0, a.log()[-3000:]
+    finally:
+        # A teardown that failed above (the pod did not empty in time)
+        # must not leave rootfs mounts for pytest's clean-up to trip on.
+        for d in {a.dir for a in made}:
+            unmount_below(d)
+
+
+def unmount_below(d: str) -> None:
+    with open("/proc/self/mountinfo") as f:
+        mps = [line.split()[4].replace("\\040", " ") for line in f]
+    for mp in sorted((m for m in mps if m.startswith(d + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mp], capture_output=True, timeout=30)
 
 
 def wait_units_gone(a, timeout: float = 20) -> None:
