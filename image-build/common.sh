@@ -44,6 +44,8 @@ img_install_config() {
 			"$root/etc/systemd/journald.conf.d/cell.conf"
 		install -D -m 0644 "$IMG_FILES/networkd-primary.network" \
 			"$root/etc/systemd/network/10-primary.network"
+		install -D -m 0644 "$IMG_FILES/networkd-cell.conf" \
+			"$root/etc/systemd/networkd.conf.d/cell.conf"
 		;;
 	openrc)
 		install -D -m 0755 "$IMG_FILES/cell-rprivate.openrc" \

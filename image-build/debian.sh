@@ -46,6 +46,9 @@ runtime_packages() {
 	# Both spellings: dpkg knows each file by the path its package ships
 	# (/lib or /usr/lib, merged /usr aliases them).
 	libs=$(for f in "$BUILD"/bin/* "$BUILD"/lib/cell/*.so; do
+		# cellctl is the controller's tool, not the cell's.
+		case $f in */cellctl) continue ;; esac
+		[ -e "$f" ] || continue
 		ldd "$f" | awk '$3 ~ /^\// { print $3 }'
 	done | sort -u | while read -r l; do
 		echo "$l"
@@ -76,12 +79,24 @@ initramfs_conf='mkdir -p "$1/etc/initramfs-tools/conf.d" &&
 	printf "%s\n" virtio_pci virtio_blk virtio_scsi sd_mod nvme \
 		xen_blkfront ext4 >"$1/etc/initramfs-tools/modules"'
 
-mmdebstrap --variant=minbase --include="$pkgs" \
-	--dpkgopt='path-exclude=/usr/share/doc/*' \
-	--dpkgopt='path-exclude=/usr/share/man/*' \
-	--dpkgopt='path-exclude=/usr/share/locale/*' \
-	--setup-hook="$initramfs_conf" \
-	"$SUITE" "$root" "$MIRROR" "deb ${MIRROR%/debian}/debian-security $SUITE-security main" >&2
+# The Debian part is the slow one (20 minutes on a loaded machine): kept as
+# a tarball beside the images, named by what went into it, and reused while
+# the package list and the hook stay the same. Delete OUTDIR/.base-* for
+# the archive's newer packages.
+key=$(printf '%s\n' "$SUITE" "$MIRROR" "$pkgs" "$initramfs_conf" |
+	sha256sum | cut -c1-16)
+base=$out/.base-$name-$key.tar
+if [ ! -f "$base" ]; then
+	rm -f "$out/.base-$name-"*.tar
+	mmdebstrap --variant=minbase --format=tar --include="$pkgs" \
+		--dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-exclude=/usr/share/man/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		--setup-hook="$initramfs_conf" "$SUITE" "$base.tmp" "$MIRROR" \
+		"deb ${MIRROR%/debian}/debian-security $SUITE-security main" >&2
+	mv "$base.tmp" "$base"
+fi
+tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -xpf "$base"
 
 img_install_config "$root" systemd
 # DNS from the DHCP lease; pods copy the upstream list (never resolved's
@@ -93,13 +108,17 @@ if [ -n "$custom" ]; then
 		"$root/etc/cloud/cloud.cfg.d/90-cell.cfg"
 else
 	img_install_cell "$root"
+	# A systemd image: no OpenRC scripts (systemctl would take them for
+	# SysV scripts of the same name), no controller tool.
+	rm -f "$root/usr/local/bin/cellctl" "$root/etc/init.d/cell-agent" \
+		"$root/etc/init.d/cell-cloudinit"
 	units+=" cell-cloudinit.service cell-agent.service"
 fi
 # shellcheck disable=SC2086 # a list of unit names
-systemctl --root="$root" enable $units >/dev/null 2>&1
+systemctl --root="$root" enable $units >/dev/null
 # Nobody logs in on a cell: no gettys (the console is for logs).
 systemctl --root="$root" mask getty@tty1.service serial-getty@ttyS0.service \
-	>/dev/null 2>&1
+	>/dev/null
 img_trim "$root"
 
 cp "$root"/boot/vmlinuz-* "$out/$name.vmlinuz"
