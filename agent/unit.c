@@ -354,25 +354,31 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
 		log_error("epoll add for %s: %m", u->name);
 }
 
-static void set_running(struct supervisor *s, struct unit_rec *u,
-			int64_t started_at)
+/* Probes count from now: a unit that starts running, and one re-adopted
+ * after an agent restart, waits out its initial delays again (as after a
+ * kubelet restart) and is ready only once its readiness probe says so. */
+static void probes_restart(struct supervisor *s, struct unit_rec *u)
 {
 	struct probe_outcome out;
 
+	if (!u->spec)
+		return;
+	probes_init(&u->probes, u->spec, s->ops->now());
+	probes_outcome(&u->probes, u->spec, &out);
+	u->started = out.started;
+	u->ready = out.ready;
+}
+
+static void set_running(struct supervisor *s, struct unit_rec *u,
+			int64_t started_at)
+{
 	unit_state_clear(&u->state);
 	u->state.kind = STATE_RUNNING;
 	u->state.started_at_ns = started_at;
 	u->phase = PH_RUNNING;
 	u->started = 1;
 	u->ready = true;
-	if (!u->spec)
-		return;
-	/* Probes count from now: after an agent restart a re-adopted unit
-	 * waits out its initial delays again, as after a kubelet restart. */
-	probes_init(&u->probes, u->spec, s->ops->now());
-	probes_outcome(&u->probes, u->spec, &out);
-	u->started = out.started;
-	u->ready = out.ready;
+	probes_restart(s, u);
 }
 
 /* Start the unit's due probes on the runner's threads; their results
@@ -701,6 +707,8 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 		log_info("unit %s: re-adopted run %d (monitor %d)", u->name,
 			 u->seq, (int)st.monitor_pid);
 		unit_watch(s, u, pidfd);
+		if (u->phase == PH_RUNNING)
+			probes_restart(s, u);
 		runtime_state_free(&st);
 		return;
 	}

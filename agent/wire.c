@@ -983,8 +983,11 @@ static int parse_probe_port(const json_t *h, const char *at,
 	if (check_len(v, at, "port", e) < 0)
 		return -1;
 	s = json_string_value(v);
+	/* A named port sent without a number (accepted with a warning) does
+	 * not resolve: the name is kept, as for an unknown one. */
 	for (size_t i = 0; i < u->n_ports; i++)
-		if (u->ports[i].name && !strcmp(u->ports[i].name, s)) {
+		if (u->ports[i].name && !strcmp(u->ports[i].name, s) &&
+		    u->ports[i].container_port > 0) {
 			pr->port = u->ports[i].container_port;
 			return 0;
 		}

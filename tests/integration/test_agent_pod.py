@@ -261,6 +261,26 @@ def test_agent_kill_9_and_readoption(cell, image, tmp_path):
     assert not os.path.exists(f"/proc/{pid}"), "the monitor outlived its stop"
 
 
+def test_probes_run_again_after_kill_9(cell, image, tmp_path):
+    """A unit re-adopted by a restarted agent is probed again: its
+    readiness follows the probe, not the value the old agent last saw."""
+    d = tmp_path / "agent"
+    a, c = cell(d=d)
+    probe = {"exec": {"command": ["/bin/busybox", "test", "-f", "/tmp/ready"]},
+             "periodSeconds": 1, "successThreshold": 1, "failureThreshold": 1}
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "web", "sleep 4; touch /tmp/ready; "
+                                                 "exec sleep 1000", readinessProbe=probe)],
+                            terminationGracePeriodSeconds=0))
+    st = wait_state(c, "web", "running")
+    assert units_by_name(st)["web"]["ready"] is False
+    os.killpg(a.proc.pid, signal.SIGKILL)
+    a.proc.wait()
+    a2, c2 = cell(d=d)
+    st = c2.wait_status(lambda s: units_by_name(s).get("web", {}).get("ready") is True,
+                        timeout=30)
+    assert units_by_name(st)["web"]["restartCount"] == 0
+
+
 def test_bad_image_is_reported_and_retried(cell, registry):
     a, c = cell()
     c.update_pod(pod_params("ns_pod", units=[unit("x", registry.ref("t/nope", "v1"),

@@ -417,47 +417,48 @@ static void test_spawn_fd3(void)
 			     (int[]){-1, -1, -1}, -1, false, &e) < 0 &&
 	       e.code == ENOENT,
 	   "spawn: a missing program is an error");
+}
 
-	/* mountinfo's escapes, and the mounts beneath a directory (deepest
-	 * first: /proc/sys/fs/binfmt_misc, when mounted, comes before
-	 * /proc/sys... and /proc). No privilege needed: the test reads this
-	 * process's table. */
-	static void test_mounts_beneath(void)
-	{
-		char esc[] = "/a\\040b\\011c/d";
-		char **v = fs_mounts_beneath("/");
-		char **none = fs_mounts_beneath("/proc/self/fd");
-		bool proc = false, ordered = true;
+/* mountinfo's escapes, and the mounts beneath a directory (deepest
+ * first: /proc/sys/fs/binfmt_misc, when mounted, comes before
+ * /proc/sys... and /proc). No privilege needed: the test reads this
+ * process's table. */
+static void test_mounts_beneath(void)
+{
+	char esc[] = "/a\\040b\\011c/d";
+	char **v = fs_mounts_beneath("/");
+	char **none = fs_mounts_beneath("/proc/self/fd");
+	bool proc = false, ordered = true;
 
-		fs_mountinfo_unescape(esc);
-		ok(!strcmp(esc, "/a b\tc/d"), "mountinfo escapes undone");
-		ok(v && v[0], "mounts beneath / found");
-		for (size_t i = 0; v && v[i]; i++) {
-			proc = proc || !strcmp(v[i], "/proc");
-			if (v[i + 1] && strlen(v[i + 1]) > strlen(v[i]))
-				ordered = false;
-		}
-		ok(proc, "/proc is among them");
-		ok(ordered, "deepest first");
-		ok(none == NULL, "nothing beneath /proc/self/fd");
-		strv_free(v);
-		strv_free(none);
+	fs_mountinfo_unescape(esc);
+	ok(!strcmp(esc, "/a b\tc/d"), "mountinfo escapes undone");
+	ok(v && v[0], "mounts beneath / found");
+	for (size_t i = 0; v && v[i]; i++) {
+		proc = proc || !strcmp(v[i], "/proc");
+		if (v[i + 1] && strlen(v[i + 1]) > strlen(v[i]))
+			ordered = false;
 	}
+	ok(proc, "/proc is among them");
+	ok(ordered, "deepest first");
+	ok(none == NULL, "nothing beneath /proc/self/fd");
+	strv_free(v);
+	strv_free(none);
+}
 
-	int main(void)
-	{
-		test_default_route();
-		test_log_sinks();
-		test_base64();
-		test_err();
-		test_buf();
-		test_clean();
-		test_beneath(false);
-		test_beneath(true);
-		test_in_root(false);
-		test_in_root(true);
-		test_digest();
-		test_spawn_fd3();
-		test_mounts_beneath();
-		return tap_done();
-	}
+int main(void)
+{
+	test_default_route();
+	test_log_sinks();
+	test_base64();
+	test_err();
+	test_buf();
+	test_clean();
+	test_beneath(false);
+	test_beneath(true);
+	test_in_root(false);
+	test_in_root(true);
+	test_digest();
+	test_spawn_fd3();
+	test_mounts_beneath();
+	return tap_done();
+}
