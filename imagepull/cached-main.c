@@ -39,13 +39,20 @@ static bool take(struct pull_cached_opts *o, const char *k, const char *v)
 	return true;
 }
 
+/* cell-pull beside this binary: found through /proc/self/exe, or through
+ * argv[0] where /proc is not mounted (a bare chroot), or else on PATH. */
 static int hand_over(char **argv)
 {
 	char self[PATH_MAX], full[PATH_MAX + 16];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
+	if (n < 0 && strchr(argv[0], '/')) {
+		snprintf(self, sizeof(self), "%s", argv[0]);
+		n = (ssize_t)strlen(self);
+	}
 	if (n < 0) {
-		fprintf(stderr, "cell-pull-cached: /proc/self/exe: %s\n",
+		execvp("cell-pull", argv);
+		fprintf(stderr, "cell-pull-cached: cell-pull: %s\n",
 			strerror(errno));
 		return 1;
 	}
