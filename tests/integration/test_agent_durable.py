@@ -59,8 +59,8 @@ def test_kill_9_right_after_200_keeps_the_new_spec(cell, image, tmp_path):
     d = tmp_path / "agent"
     a, c = cell(d=d)
     for gen in range(3):
-        # A fresh busy unit each round: a re-adopted unit's probes do not
-        # run again after an agent restart (today's unit_adopt).
+        # A fresh busy unit each round, so each round's probe starts from
+        # a unit of its own.
         web = busy_unit(image, f"durable-web{gen}")
         name = f"durable-gen{gen}"
         c.update_pod(pod_params(POD, units=[web], terminationGracePeriodSeconds=0))

@@ -33,7 +33,8 @@ from test_agent_api import kill_unit_leftovers, start_agent
 
 FAST = {"CELL_AGENT_BACKOFF_UNIT_MS": "50"}
 # A unit that outlives SIGTERM: it stays "stopping" for the whole grace.
-STUBBORN = "trap '' TERM; echo up; while true; do sleep 0.2; done"
+# Ignores SIGTERM, but says it got one (so a test knows the stop began).
+STUBBORN = "trap 'echo term' TERM; echo up; while true; do sleep 0.2; done"
 
 
 @pytest.fixture
@@ -137,6 +138,19 @@ def kill_9(a) -> None:
     a.proc.wait()
 
 
+def unit_log(d: str, name: str) -> bytes:
+    """A unit's CRI log, read through its /var/log/containers link (the
+    API no longer names a removed unit)."""
+    out = b""
+    for p in glob.glob(os.path.join(d, "varlog", "containers", f"*_{name}-*.log")):
+        try:
+            with open(p, "rb") as f:
+                out += f.read()
+        except OSError:
+            pass
+    return out
+
+
 def remove_gone_and_kill(a, c, d: str, image: str, grace: int) -> int:
     """Run keep and gone; remove gone (it ignores SIGTERM, so it is still
     stopping), kill the agent with -9 once the spec without it is on disk.
@@ -150,6 +164,9 @@ def remove_gone_and_kill(a, c, d: str, image: str, grace: int) -> int:
     c.update_pod(pod_params("ns_leaks", units=[sh(image, "keep", "exec sleep 1000")],
                             terminationGracePeriodSeconds=grace))
     wait_for(lambda: saved_units(state) == ["keep"], 10, "the new spec on disk")
+    # On disk comes before the supervisor takes the spec (updatepod answers
+    # once it is synced): wait until gone was told to stop.
+    wait_for(lambda: b"term" in unit_log(d, "gone"), 10, "gone told to stop")
     kill_9(a)
     return mon
 
