@@ -283,8 +283,12 @@ int logtail_read(struct logtail *t, logtail_emit emit, void *ud, struct cerr *e)
 		if (fd < 0)
 			return cerr_sys(e, "open %s", t->path);
 		/* Opened first: whatever is rotated after this moment is
-		 * this file, read from here on. */
-		if (read_rotated_after(t, e) < 0) {
+		 * this file, read from here on. The old file first, to its
+		 * end: the writer may have added to it (the rest of a line
+		 * cut into P records, say) between our last read and the
+		 * rotation. */
+		if (read_fd(t, t->fd, &t->off, 0, e) < 0 ||
+		    read_rotated_after(t, e) < 0) {
 			close(fd);
 			return -1;
 		}
