@@ -17,27 +17,12 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "../lib/listen.h"
 #include "../lib/tap.h"
 #include "probe.h"
 #include "util.h"
 
 #define S 1000000000ull
-
-/* A listening socket on 127.0.0.1 and an ephemeral port. */
-static int listen_any(int *port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(fd, 16) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-		return -1;
-	*port = ntohs(a.sin_port);
-	return fd;
-}
 
 static void test_tcp(void)
 {

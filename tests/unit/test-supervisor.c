@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../lib/listen.h"
 #include "../lib/tap.h"
 #include "agent-internal.h"
 #include "plan.h"
@@ -634,23 +635,6 @@ static void test_readiness_startup(void)
 }
 
 /* ---- probe attempts off the supervisor thread ---- */
-
-/* A listening socket on 127.0.0.1 that never accepts: a TCP probe
- * connects (the backlog answers), an HTTP probe gets no answer. */
-static int listen_any(int *port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(fd, 16) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-		return -1;
-	*port = ntohs(a.sin_port);
-	return fd;
-}
 
 /* Wait (up to 10 s) for n results; returns how many came. */
 static size_t collect(struct probe_runner *r, struct probe_job **got, size_t n)
