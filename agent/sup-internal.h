@@ -68,6 +68,10 @@ struct sup_ops {
 	int (*runtime_stop)(const char *run, int grace_s, struct cerr *e);
 	int (*pull_spawn)(char *const argv[], int stdin_fd, struct pullproc *p,
 			  struct cerr *e);
+	/* The cache's answer, in process (pull_from_cache): 1 mounted, 0
+	 * ask the puller child, -1 the mount failed (the child retries and
+	 * reports). */
+	int (*pull_cached)(const struct pull_cached_opts *o, struct cerr *e);
 	/* Run one probe attempt off the supervisor thread; its result comes
 	 * back through the runner's eventfd. */
 	void (*probe_start)(struct probe_runner *r, struct probe_job *j);

@@ -40,6 +40,7 @@ const struct sup_ops sup_real_ops = {
     .runtime_start = runtime_start,
     .runtime_stop = runtime_stop,
     .pull_spawn = pullproc_spawn,
+    .pull_cached = pull_from_cache,
     .probe_start = probe_runner_start,
 };
 

@@ -498,16 +498,77 @@ static void start_failed(struct supervisor *s, struct unit_rec *u, bool pulled,
 	record_save(u, &ignore);
 }
 
-/* The next run begins with its image pull, in a child the supervisor's
- * loop watches; unit_pull_event carries on when it ends. */
+/* The image is in place (run/rootfs, run/image-config.json): start the
+ * run and watch it. */
+static void start_pulled(struct supervisor *s, struct unit_rec *u,
+			 const char *run)
+{
+	struct cerr e = {0};
+	int r;
+
+	if (configure_and_start(s, u, run, &e) < 0) {
+		start_failed(s, u, true, &e);
+		return;
+	}
+	if (u->seq > 0)
+		u->restart_count++;
+	u->seq++;
+	r = watch_run(s, u, run, &e);
+	record_save(u, &e);
+	if (r > 0)
+		unit_exited(s, u);
+}
+
+/* A cached image mounted here and now: no child to exec for the common
+ * start and restart, which is most of a start's time otherwise. Never
+ * waits: a gc holding the cache makes it a miss. Anything but a clean hit
+ * goes to the puller child, which reports what fails. */
+static bool from_cache(struct supervisor *s, struct unit_rec *u,
+		       const char *run)
+{
+	cleanup_free char *root = xasprintf("%s/rootfs", run);
+	cleanup_free char *upper = xasprintf("%s/overlay", run);
+	cleanup_free char *config = xasprintf("%s/image-config.json", run);
+	struct pull_cached_opts o = {.image = u->spec->image,
+				     .workdir = s->o.image_cache,
+				     .mount_at = root,
+				     .upper_dir = upper,
+				     .save_config = config,
+				     .no_wait = true};
+	struct cerr e = {0};
+
+	if (flat_rootfs(&s->spec) || !s->ops->pull_cached)
+		return false;
+	switch (s->ops->pull_cached(&o, &e)) {
+	case 1:
+		return true;
+	case -1:
+		log_warn("unit %s: %s; asking the puller", u->name, e.msg);
+		unit_drop_run(u, u->seq + 1);
+		fs_mkdir_p(run, 0700, &e);
+		break;
+	}
+	return false;
+}
+
+/* The next run begins with its image: mounted from the cache at once, or
+ * pulled by a child the supervisor's loop watches (unit_pull_event carries
+ * on when it ends). */
 int unit_start(struct supervisor *s, struct unit_rec *u)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
 	struct cerr e = {0};
 
 	unit_drop_run(u, u->seq - 1); /* keep only the previous run */
-	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0 ||
-	    pull_start(s, u, run, &e) < 0) {
+	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0) {
+		start_failed(s, u, false, &e);
+		return -1;
+	}
+	if (from_cache(s, u, run)) {
+		start_pulled(s, u, run);
+		return 0;
+	}
+	if (pull_start(s, u, run, &e) < 0) {
 		start_failed(s, u, false, &e);
 		return -1;
 	}
@@ -540,17 +601,7 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 		start_failed(s, u, false, &e);
 		return;
 	}
-	if (configure_and_start(s, u, run, &e) < 0) {
-		start_failed(s, u, true, &e);
-		return;
-	}
-	if (u->seq > 0)
-		u->restart_count++;
-	u->seq++;
-	r = watch_run(s, u, run, &e);
-	record_save(u, &e);
-	if (r > 0)
-		unit_exited(s, u);
+	start_pulled(s, u, run);
 }
 
 /* The termination message: what the unit wrote to its

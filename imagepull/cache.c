@@ -40,8 +40,13 @@ char *cache_path(const struct cache *c, const char *fmt, ...)
 	return xasprintf("%s/%s", c->root, rel);
 }
 
-int cache_open(const char *root, bool for_gc, struct cache *c, struct cerr *e)
+int cache_open(const char *root, enum cache_lock how, struct cache *c,
+	       struct cerr *e)
 {
+	int op = how == CACHE_GC	   ? LOCK_EX
+		 : how == CACHE_USE_NOWAIT ? LOCK_SH | LOCK_NB
+					   : LOCK_SH;
+
 	c->root = NULL;
 	c->fd = c->gc_lock = -1;
 	if (fs_mkdir_p(root, 0700, e) < 0)
@@ -58,7 +63,7 @@ int cache_open(const char *root, bool for_gc, struct cache *c, struct cerr *e)
 					cache_dirs[i]);
 	c->gc_lock =
 	    openat(c->fd, "locks/gc", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (c->gc_lock < 0 || flock(c->gc_lock, for_gc ? LOCK_EX : LOCK_SH) < 0)
+	if (c->gc_lock < 0 || flock(c->gc_lock, op) < 0)
 		return cerr_sys(e, "lock %s/locks/gc", c->root);
 	return 0;
 }

@@ -98,7 +98,8 @@ int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e)
 	    !may_skip_registry(&ref))
 		goto out;
 	name = ref_string(&ref);
-	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR, false, &c,
+	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR,
+		       o->no_wait ? CACHE_USE_NOWAIT : CACHE_USE, &c,
 		       &miss) < 0 ||
 	    cache_find_image(&c, name, &img, &miss) < 0 ||
 	    !same_platform(img.platform))

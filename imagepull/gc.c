@@ -162,7 +162,7 @@ int pull_gc(const char *workdir, struct pull_gc_stats *st, struct cerr *e)
 	int ret = -1;
 
 	memset(st, 0, sizeof(*st));
-	if (cache_open(workdir, true, &c, e) < 0)
+	if (cache_open(workdir, CACHE_GC, &c, e) < 0)
 		goto out;
 	keep_add(&gc, "gc");
 	if (read_records(&c, &blobs, &layers, e) < 0 ||

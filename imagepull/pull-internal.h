@@ -173,7 +173,12 @@ struct cache {
 	int fd;
 	int gc_lock; /* held shared for a pull's lifetime, exclusive by gc */
 };
-int cache_open(const char *root, bool for_gc, struct cache *c, struct cerr *e);
+/* How cache_open takes locks/gc: shared for a pull (waiting out a gc),
+ * shared or not at all (EWOULDBLOCK) for a caller that must not wait, or
+ * exclusive for gc. */
+enum cache_lock { CACHE_USE, CACHE_USE_NOWAIT, CACHE_GC };
+int cache_open(const char *root, enum cache_lock how, struct cache *c,
+	       struct cerr *e);
 void cache_close(struct cache *c);
 /* A path under the cache root; the caller frees it. */
 char *cache_path(const struct cache *c, const char *fmt, ...)

@@ -501,7 +501,7 @@ static int setup(struct pull *p, const struct pull_opts *o, struct cerr *e)
 		ro.username = fuser;
 		ro.password = fpass;
 	}
-	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR, false,
+	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR, CACHE_USE,
 		       &p->cache, e) < 0)
 		return -1;
 	return registry_open(&p->ref, &ro, &p->reg, e);

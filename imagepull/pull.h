@@ -96,6 +96,7 @@ void pull_library_cleanup(void);
  * be asked (nothing was changed), -1 with e set when the mount failed. */
 struct pull_cached_opts {
 	const char *image, *workdir, *mount_at, *upper_dir, *save_config;
+	bool no_wait; /* a gc holding the cache is a miss, not a wait */
 };
 int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e);
 

@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "digest.h"
 #include "fsutil.h"
 #include "runtime.h"
 #include "util.h"
@@ -178,22 +177,6 @@ int crilog_link(const char *log_path, const char *link, struct cerr *e)
 		return -1;
 	}
 	return 0;
-}
-
-char *crilog_link_name(const char *dir, const char *pod_name, const char *unit,
-		       const char *run_key)
-{
-	const char *pn = pod_name && *pod_name ? pod_name : "default_pod";
-	const char *us = strchr(pn, '_');
-	cleanup_free char *ns =
-	    us ? xstrndup(pn, (size_t)(us - pn)) : xstrdup("default");
-	char d[DIGEST_STR_MAX];
-	struct cerr e = {0};
-
-	if (digest_buf("sha256", run_key, strlen(run_key), d, &e) < 0)
-		return NULL;
-	return xasprintf("%s/%s_%s_%s-%s.log", dir, us ? us + 1 : pn, ns, unit,
-			 digest_hex(d));
 }
 
 void crilog_close(struct crilog *l)

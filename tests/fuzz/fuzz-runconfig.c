@@ -26,9 +26,9 @@ static void check_invariants(const struct run_config *c)
 	if (!c->id || !c->rootfs || c->rootfs[0] != '/' || !c->argv ||
 	    !c->argv[0] || !c->env || !c->cwd || c->cwd[0] != '/' ||
 	    !c->cgroup_path || c->cgroup_path[0] == '/' ||
-	    has_dotdot(c->cgroup_path) || !c->log_path ||
-	    c->memory_limit < 0 || c->cpu_quota < 0 || c->pids_limit < 0 ||
-	    c->grace_seconds < 0 || c->n_groups > RUN_MAX_GROUPS)
+	    has_dotdot(c->cgroup_path) || !c->log_path || c->memory_limit < 0 ||
+	    c->cpu_quota < 0 || c->pids_limit < 0 || c->grace_seconds < 0 ||
+	    c->n_groups > RUN_MAX_GROUPS)
 		abort();
 	for (size_t i = 0; i < c->n_mounts; i++)
 		if (!c->mounts[i].target || c->mounts[i].target[0] != '/' ||

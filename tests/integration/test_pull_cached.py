@@ -1,16 +1,19 @@
 """cell-pull-cached, cell-pull's curl-free front (imagepull/cached.c).
 
-The agent runs it for every unit start. An image that an earlier pull left
-in the cache is mounted without the registry and without libcurl; anything
+The agent serves a cache hit itself (pull_from_cache, in process) and runs
+it for the rest. An image that an earlier pull left in the cache is mounted
+without the registry and without libcurl; anything
 else (a miss, ``latest``, a damaged cache, an option it does not know) is
 handed to cell-pull by exec, in the same process, with the same arguments.
 The registry is stopped to prove which path ran.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
+import time
 
 from conftest import CELL_BUILD, DEFAULT_TIMEOUT, _clean_env, is_mountpoint
 from images import Dir, File, Image, Layer, busybox_layer, push
@@ -136,6 +139,45 @@ def test_agent_restarts_a_unit_from_the_cache(tmp_path, registry):
         c.update_pod(pod_params("ns_pod", units=[sh(ref, "one", "sleep 1000"),
                                                  sh(ref, "two", "sleep 1000")]))
         wait_state(c, "two", "running", timeout=60)
+    finally:
+        c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+        assert a.stop() == 0, a.log()[-3000:]
+
+
+def test_agent_mounts_a_cached_image_without_a_child(tmp_path, registry):
+    """A cache hit is served in the agent itself (no puller to exec, most
+    of a start's time before); a miss, or a gc holding the cache, goes to
+    the puller child, and the agent never waits on the gc's lock."""
+    push(registry, "t/front", "v1", image())
+    ref = registry.ref("t/front", "v1")
+    calls = tmp_path / "puller.calls"
+    puller = tmp_path / "puller"
+    puller.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {FRONT} "$@"\n')
+    puller.chmod(0o755)
+    d = tmp_path / "agent"
+    a = start_agent(str(d), "--insecure-registry", registry.host, "--pull-bin",
+                    str(puller), env=FAST)
+    c = a.client()
+
+    def ncalls():
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+    units = []
+    try:
+        for name in ("one", "two"):
+            units.append(sh(ref, name, "sleep 1000"))
+            c.update_pod(pod_params("ns_pod", units=list(units)))
+            wait_state(c, name, "running", timeout=60)
+        assert ncalls() == 1  # the first pull only; "two" came from the cache
+        with open(d / "cache" / "locks" / "gc", "a") as gc:
+            fcntl.flock(gc, fcntl.LOCK_EX)
+            units.append(sh(ref, "three", "sleep 1000"))
+            c.update_pod(pod_params("ns_pod", units=list(units)))
+            end = time.monotonic() + DEFAULT_TIMEOUT
+            while ncalls() < 2 and time.monotonic() < end:
+                time.sleep(0.05)
+            assert ncalls() == 2  # the child, waiting on the gc
+            assert c.status()["unitStatus"]  # the agent is not
+        wait_state(c, "three", "running", timeout=60)
     finally:
         c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
         assert a.stop() == 0, a.log()[-3000:]
