@@ -82,6 +82,9 @@ static void state_from(const json_t *j, struct unit_state *st)
 		st->finished_at_ns = v;
 }
 
+/* Replaced, not synced (fs_replace): a record outlives the agent dying;
+ * a machine that reboots has lost its units anyway, and the spec (synced)
+ * restarts them. */
 int record_save(const struct unit_rec *u, struct cerr *e)
 {
 	cleanup_json json_t *j = json_object();
@@ -102,7 +105,7 @@ int record_save(const struct unit_rec *u, struct cerr *e)
 	if (fs_mkdir_p(u->dir, 0700, e) < 0)
 		return -1;
 	path = xasprintf("%s/unit.json", u->dir);
-	return fs_write_atomic(path, text, strlen(text), 0600, e);
+	return fs_replace(path, text, strlen(text), 0600, e);
 }
 
 static json_t *record_read(const struct unit_rec *u, struct cerr *e)

@@ -335,13 +335,15 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	return add_mounts(s, u, run, rc, e);
 }
 
+/* run.json for the monitor, which reads it at once: replaced, not synced
+ * (a reboot ends the run it describes). */
 static int write_config(const char *run, const struct run_config *rc,
 			struct cerr *e)
 {
 	cleanup_free char *text = runconfig_to_json(rc);
 	cleanup_free char *p = xasprintf("%s/run.json", run);
 
-	return fs_write_atomic(p, text, strlen(text), 0600, e);
+	return fs_replace(p, text, strlen(text), 0600, e);
 }
 
 void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)

@@ -74,8 +74,8 @@ int fs_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 	return 0;
 }
 
-int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
-		    struct cerr *e)
+static int write_rename(const char *path, const void *data, size_t len,
+			mode_t mode, bool sync, struct cerr *e)
 {
 	cleanup_free char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
 	cleanup_close int fd = -1;
@@ -85,7 +85,7 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 	if (fd < 0)
 		return cerr_sys(e, "create %s", tmp);
 	if (fchmod(fd, mode) < 0 || fs_write_all(fd, data, len) < 0 ||
-	    fsync(fd) < 0) {
+	    (sync && fsync(fd) < 0)) {
 		cerr_sys(e, "write %s", tmp);
 		unlink(tmp);
 		return -1;
@@ -95,7 +95,19 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		unlink(tmp);
 		return -1;
 	}
-	return fs_sync_dir_of(path, e);
+	return sync ? fs_sync_dir_of(path, e) : 0;
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+		    struct cerr *e)
+{
+	return write_rename(path, data, len, mode, true, e);
+}
+
+int fs_replace(const char *path, const void *data, size_t len, mode_t mode,
+	       struct cerr *e)
+{
+	return write_rename(path, data, len, mode, false, e);
 }
 
 int fs_sync_dir_of(const char *path, struct cerr *e)

@@ -17,6 +17,12 @@ int fs_mkdir_p(const char *path, mode_t mode, struct cerr *e);
  * error before the rename (ENOSPC, EIO) the old content is untouched. */
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		    struct cerr *e);
+/* The same without the two fsyncs: the new content replaces the old whole
+ * or not at all, and survives the process dying (kill -9), but not the
+ * machine. For state a reboot makes moot (a cell's units die with it) on
+ * a path that is timed: each fsync costs about a millisecond. */
+int fs_replace(const char *path, const void *data, size_t len, mode_t mode,
+	       struct cerr *e);
 /* fsync the directory that holds path (a rename or create in it is durable
  * only then). */
 int fs_sync_dir_of(const char *path, struct cerr *e);

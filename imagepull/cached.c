@@ -72,10 +72,9 @@ static int serve(const struct pull_cached_opts *o, const struct cache *c,
 
 	buf_init(&config, CONFIG_MAX);
 	if (usable(c, img, &config)) {
-		r = o->save_config
-			? fs_write_atomic(o->save_config, config.data,
-					  config.len, 0644, e)
-			: 0;
+		r = o->save_config ? fs_replace(o->save_config, config.data,
+						config.len, 0644, e)
+				   : 0;
 		if (r == 0)
 			r = overlay_mount(c, img->diff_ids, img->n_diff_ids,
 					  o->mount_at, o->upper_dir, e);

@@ -498,7 +498,8 @@ static int write_state(struct monitor *m, struct cerr *e)
 }
 
 /* Space for exit.json, taken before the workload starts (written, not
- * fallocated, and synced, so that overwriting it needs no new block): a
+ * fallocated, so that the filesystem has charged its blocks; overwriting
+ * them in place needs no new ones, written back or not, so no fsync): a
  * unit that ends while the state filesystem is full still gets its exit
  * record, never "cell-monitor died". */
 static int reserve_exit(struct monitor *m, struct cerr *e)
@@ -513,8 +514,6 @@ static int reserve_exit(struct monitor *m, struct cerr *e)
 	for (size_t n = 0; n < EXIT_SLOT_BYTES; n += sizeof(zero))
 		if (fs_write_all(m->exit_slot, zero, sizeof(zero)) < 0)
 			return cerr_sys(e, "reserve %s", p);
-	if (fsync(m->exit_slot) < 0)
-		return cerr_sys(e, "reserve %s", p);
 	return 0;
 }
 
