@@ -537,17 +537,17 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 				     .upper_dir = upper,
 				     .save_config = config,
 				     .no_wait = true};
-	struct cerr e = {0};
+	struct cerr e = {0}, ignore = {0};
 
-	if (flat_rootfs(&s->spec) || !s->ops->pull_cached)
+	if (flat_rootfs(&s->spec))
 		return false;
 	switch (s->ops->pull_cached(&o, &e)) {
 	case 1:
 		return true;
-	case -1:
+	case -1: /* the config may be saved: the child starts afresh */
 		log_warn("unit %s: %s; asking the puller", u->name, e.msg);
 		unit_drop_run(u, u->seq + 1);
-		fs_mkdir_p(run, 0700, &e);
+		fs_mkdir_p(run, 0700, &ignore);
 		break;
 	}
 	return false;

@@ -30,20 +30,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "pylib"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 from images import Image, busybox_layer, push, random_layer  # noqa: E402
+from procstat import rss_kib  # noqa: E402
 from registry import Registry  # noqa: E402
 from wire import pod_params, unit  # noqa: E402
 from test_agent_api import start_agent  # noqa: E402
 
 BUILD = os.environ.get("CELL_BUILD", os.path.join(HERE, "..", "build"))
 REPS = int(os.environ.get("BENCH_REPS", "10"))
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def heavy_mapped(pid: int) -> bool:

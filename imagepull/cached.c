@@ -3,8 +3,9 @@
  *
  * Starting cell-pull costs tens of milliseconds in the dynamic loader
  * (libcurl's 40-odd libraries) before it can even ask the registry, and a
- * unit's every start or restart runs it. This file uses only the cache,
- * the reference parser, the config parser and the overlay mount, so the
+ * unit's every start or restart would run it. This file uses only the
+ * cache, the reference parser, the config parser and the overlay mount, so
+ * the agent can call it in process (no child at all for a hit) and the
  * binary that links it (cell-pull-cached) stays small; when it cannot
  * answer, that binary execs cell-pull with the same arguments.
  *

@@ -88,7 +88,8 @@ void pull_result_free(struct pull_result *r);
 void pull_library_cleanup(void);
 
 /* The cache's answer for a --mount pull, without the registry (cached.c,
- * curl-free: cell-pull-cached links only this and the cache). Served: a
+ * curl-free: cell-pull-cached links only this and the cache, and the agent
+ * calls it in process for a unit start). Served: a
  * reference by digest, or by a tag other than "latest" (Kubernetes'
  * IfNotPresent default), whose record, config blob and unpacked layers are
  * all in the cache and were pulled for this machine's platform. Returns 1

@@ -10,10 +10,10 @@
  *    promise that lets a volume's package be mounted into a unit.
  * The harness aborts when one of them does not hold.
  *
- * Layout, in $TMPDIR (default /tmp):
- *   cell-fuzz-deploy-XXXXXX/packages/   deployed into, emptied after each run
- *   cell-fuzz-deploy-XXXXXX/sentinel/file
- * The seeds (make-deploy-corpus.py) aim at it with relative escapes. */
+ * The sandbox (sandbox.h): cell-fuzz-deploy-XXXXXX/packages/, deployed
+ * into and removed after each run, next to cell-fuzz-deploy-XXXXXX/
+ * sentinel/file, which the seeds (make-deploy-corpus.py) aim at with
+ * relative escapes. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,82 +27,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "buf.h"
 #include "deploy.h"
 #include "fsutil.h"
 #include "log.h"
+#include "sandbox.h"
 
-#define SENTINEL "sentinel contents\n"
 #define NAME "pkg"
 
-static char base[256], pkgs[300], sentinel[300], sentinel_file[320];
-
-static void cleanup(void)
-{
-	struct cerr e = {0};
-
-	if (base[0])
-		fs_rm_rf(base, &e);
-}
-
-static void setup(void)
-{
-	const char *tmp = getenv("TMPDIR");
-	struct cerr e = {0};
-
-	log_init("fuzz-deploy", LOG_ERROR);
-	snprintf(base, sizeof(base), "%s/cell-fuzz-deploy-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(base)) {
-		perror("fuzz-deploy: mkdtemp");
-		abort();
-	}
-	snprintf(pkgs, sizeof(pkgs), "%s/packages", base);
-	snprintf(sentinel, sizeof(sentinel), "%s/sentinel", base);
-	snprintf(sentinel_file, sizeof(sentinel_file), "%s/file", sentinel);
-	if (mkdir(sentinel, 0755) < 0 ||
-	    fs_write_atomic(sentinel_file, SENTINEL, strlen(SENTINEL), 0644,
-			    &e) < 0) {
-		fprintf(stderr, "fuzz-deploy: setup: %s\n", e.msg);
-		abort();
-	}
-	atexit(cleanup);
-}
+static struct sandbox sb;
 
 static void fail(const char *what)
 {
 	fprintf(stderr, "fuzz-deploy: %s\n", what);
 	abort();
-}
-
-static int entries_in(const char *dir, const char *only)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int n = 0;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			n += only && !strcmp(de->d_name, only) ? 0 : 1;
-	closedir(d);
-	return n;
-}
-
-static void check_sentinel(void)
-{
-	struct stat st;
-	struct buf b;
-	struct cerr e = {0};
-
-	buf_init(&b, 4096);
-	if (entries_in(base, "packages") != 1 || entries_in(sentinel, 0) != 1 ||
-	    lstat(sentinel_file, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_nlink != 1 || fs_read_file(sentinel_file, &b, &e) < 0 ||
-	    b.len != strlen(SENTINEL) || memcmp(b.data, SENTINEL, b.len))
-		fail("something outside packages/ changed");
-	buf_free(&b);
 }
 
 /* Every symlink beneath at (the package root is rootfd, rel the path
@@ -156,11 +93,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cerr e = {0};
 	int pkgfd, fd, rootfd, r;
 
-	if (!base[0])
-		setup();
-	if (mkdir(pkgs, 0755) < 0)
+	if (!sb.base[0]) {
+		log_init("fuzz-deploy", LOG_ERROR);
+		sandbox_setup(&sb, "fuzz-deploy", "packages");
+	}
+	if (mkdir(sb.work, 0755) < 0)
 		fail("mkdir packages");
-	pkgfd = open(pkgs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	pkgfd = open(sb.work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	fd = memfd_create("package", MFD_CLOEXEC);
 	if (pkgfd < 0 || fd < 0 ||
 	    (size && write(fd, data, size) != (ssize_t)size) ||
@@ -168,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fail("set up the package");
 	r = deploy_package(pkgfd, NAME, fd, &e);
 	close(fd);
-	if (entries_in(pkgs, NAME) != 0)
+	if (sandbox_entries(sb.work, NAME) != 0)
 		fail("packages/ holds something besides the package");
 	if (r == 0) {
 		rootfd =
@@ -178,14 +117,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fail("a deployed package is not a directory");
 		check_links(rootfd, rootfd, "", 0);
 		close(rootfd);
-	} else if (entries_in(pkgs, 0) != 0) {
+	} else if (sandbox_entries(sb.work, NULL) != 0) {
 		fail("a refused package left something behind");
 	}
 	close(pkgfd);
-	if (fs_rm_rf(pkgs, &e) < 0) {
+	if (fs_rm_rf(sb.work, &e) < 0) {
 		fprintf(stderr, "fuzz-deploy: cleanup: %s\n", e.msg);
 		abort();
 	}
-	check_sentinel();
+	sandbox_check(&sb);
 	return 0;
 }

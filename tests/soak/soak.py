@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import json
 import os
 import random
 import shutil
@@ -42,6 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [os.path.join(ROOT, "tests", "pylib"), os.path.join(ROOT, "tests", "integration")]
 
 from images import Image, busybox_layer, push, random_layer  # noqa: E402
+from procstat import rss_kib  # noqa: E402
 from proxy import Proxy  # noqa: E402
 from registry import Registry  # noqa: E402
 from wire import pod_params, unit  # noqa: E402
@@ -243,14 +243,6 @@ def fds(pid: int) -> dict:
         except OSError:
             pass
     return out
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def quiet_fds(cell: Cell) -> dict:
