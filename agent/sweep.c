@@ -93,24 +93,6 @@ static bool monitor_lives(const char *run)
 	return alive;
 }
 
-void run_dir_remove(const char *run)
-{
-	struct cerr e = {0};
-	char **mps;
-
-	/* Kills what is left in the cgroups of a dead monitor; a live one's
-	 * run is never handed here. */
-	if (runtime_cleanup(run, &e) < 0)
-		log_warn("clean up %s: %s", run, e.msg);
-	mps = fs_mounts_beneath(run);
-	for (size_t i = 0; mps && mps[i]; i++)
-		if (umount2(mps[i], MNT_DETACH) < 0 && errno != EINVAL)
-			log_warn("unmount %s: %m", mps[i]);
-	strv_free(mps);
-	if (fs_rm_rf(run, &e) < 0)
-		log_warn("remove %s: %s", run, e.msg);
-}
-
 /* A run directory's number, or -1 for anything else in a unit's. */
 static int run_seq(const char *n)
 {

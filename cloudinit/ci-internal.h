@@ -201,6 +201,11 @@ struct ci_parse {
 	char *part;	 /* context for problems, or NULL */
 	int n_parts;	 /* parts seen so far, for names and caps */
 	size_t inflated; /* bytes produced by gunzip so far */
+	/* One decoded MIME part to parse by its type (userdata.c's): mime.c
+	 * calls back rather than calls up, so it stays below the parsers. */
+	void (*part_fn)(struct ci_parse *ps, const char *type,
+			const char *filename, const char *p, size_t n,
+			int depth);
 };
 enum ci_kind {
 	CI_KIND_CLOUD_CONFIG,

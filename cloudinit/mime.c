@@ -262,63 +262,6 @@ static void multipart(struct ci_parse *ps, const char *boundary, const char *p,
 	one_part(ps, part, (size_t)(p + n - part), depth);
 }
 
-static bool type_in(const char *type, const char *const *list)
-{
-	for (; *list; list++)
-		if (!strcmp(type, *list))
-			return true;
-	return false;
-}
-
-/* One decoded part, by its content type. */
-static void dispatch(struct ci_parse *ps, const struct mime_headers *h,
-		     const char *p, size_t n, int depth)
-{
-	static const char *const by_content[] = {
-	    "",
-	    "text/plain",
-	    "text/x-not-multipart",
-	    "application/octet-stream",
-	    "application/x-gzip",
-	    "application/gzip",
-	    "application/x-gzip-compressed",
-	    NULL};
-	static const char *const unsupported[] = {
-	    "text/x-include-url",
-	    "text/x-include-once-url",
-	    "text/cloud-config-archive",
-	    "text/cloud-config-jsonp",
-	    "text/part-handler",
-	    "text/upstart-job",
-	    "text/jinja2",
-	    "text/x-shellscript-per-boot",
-	    "text/x-shellscript-per-instance",
-	    "text/x-shellscript-per-once",
-	    NULL};
-	const char *fn = h->filename[0] ? h->filename : NULL;
-
-	if (ci_is_gzip(p, n)) {
-		/* A gzip'd part is unwrapped first; its type then comes from
-		 * its content, as cloud-init does. */
-		ci_parse_gzip(ps, p, n, fn, depth);
-	} else if (type_in(h->type, by_content)) {
-		ci_parse_blob(ps, p, n, fn, depth);
-	} else if (!strcmp(h->type, "text/cloud-config")) {
-		ci_parse_cloud_config(ps, p, n);
-	} else if (!strcmp(h->type, "text/x-shellscript")) {
-		ci_parse_script(ps, false, p, n, fn);
-	} else if (!strcmp(h->type, "text/cloud-boothook")) {
-		ci_parse_script(ps, true, p, n, fn);
-	} else if (type_in(h->type, unsupported)) {
-		ci_problem_add(&ps->cfg->problems, CI_WARN, ps->part, 0,
-			       "%s parts are not supported; ignored", h->type);
-	} else {
-		ci_problem_add(&ps->cfg->problems, CI_WARN, ps->part, 0,
-			       "unknown content type '%s'; part ignored",
-			       h->type);
-	}
-}
-
 static void mime_entity(struct ci_parse *ps, const struct mime_headers *h,
 			const char *body, size_t n, int depth)
 {
@@ -351,7 +294,8 @@ static void mime_entity(struct ci_parse *ps, const struct mime_headers *h,
 			     h->type[0] ? h->type : "no type");
 	buf_init(&dec, CI_MAX_USERDATA);
 	if (transfer_decode(ps, h, body, n, &dec) == 0)
-		dispatch(ps, h, dec.data, dec.len, depth);
+		ps->part_fn(ps, h->type, h->filename[0] ? h->filename : NULL,
+			    dec.data, dec.len, depth);
 	buf_free(&dec);
 	free(ps->part);
 	ps->part = saved;

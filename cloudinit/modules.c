@@ -26,43 +26,6 @@
 #include "path.h"
 #include "util.h"
 
-/* ---- logging to stderr and the log file ---- */
-
-static int log_file = -1;
-
-void ci_log_set_file(int fd)
-{
-	log_file = fd;
-}
-
-void ci_log(int level, const char *fmt, ...)
-{
-	static const char *const names[] = {"error", "warning", "info",
-					    "debug"};
-	char msg[2048], line[2200], when[32];
-	time_t now = time(NULL);
-	struct tm tm;
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	log_msg((enum log_level)level, "%s", msg);
-	/* The file keeps info even when stderr is quieter. */
-	if (log_file < 0 || level < 0 || level > LOG_DEBUG ||
-	    (level > LOG_INFO && level > (int)log_get_level()))
-		return;
-	gmtime_r(&now, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	n = snprintf(line, sizeof(line), "%s cell-cloudinit: %s: %s\n", when,
-		     names[level], msg);
-	if (n > (int)sizeof(line) - 1)
-		n = (int)sizeof(line) - 1;
-	if (write(log_file, line, (size_t)n) < 0)
-		return;
-}
-
 /* ---- hostname ---- */
 
 static char *first_label(const char *s)

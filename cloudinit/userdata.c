@@ -13,42 +13,6 @@
 #include "ci-internal.h"
 #include "util.h"
 
-int ci_problem_add(struct ci_problems *p, enum ci_sev sev, const char *part,
-		   int line, const char *fmt, ...)
-{
-	struct ci_problem *q;
-	va_list ap;
-	char *msg;
-
-	if (sev == CI_ERROR)
-		p->errors++;
-	/* Errors still count past the cap, so the verdict stays right. */
-	if (p->n >= CI_MAX_PROBLEMS) {
-		p->dropped++;
-		return -1;
-	}
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	q = CI_PUSH(p->v, p->n, p->cap);
-	q->sev = sev;
-	q->line = line;
-	q->part = part ? xstrdup(part) : NULL;
-	q->msg = msg;
-	return -1;
-}
-
-void ci_problems_free(struct ci_problems *p)
-{
-	for (size_t i = 0; i < p->n; i++) {
-		free(p->v[i].part);
-		free(p->v[i].msg);
-	}
-	free(p->v);
-	memset(p, 0, sizeof(*p));
-}
-
 static bool starts(const char *p, size_t n, const char *prefix)
 {
 	size_t k = strlen(prefix);
@@ -306,10 +270,67 @@ void ci_parse_blob(struct ci_parse *ps, const char *p, size_t n,
 	}
 }
 
+static bool type_in(const char *type, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(type, *list))
+			return true;
+	return false;
+}
+
+/* One decoded part of a MIME multipart (mime.c calls it through
+ * ps->part_fn), by its content type. */
+static void parse_part(struct ci_parse *ps, const char *type, const char *fn,
+		       const char *p, size_t n, int depth)
+{
+	static const char *const by_content[] = {
+	    "",
+	    "text/plain",
+	    "text/x-not-multipart",
+	    "application/octet-stream",
+	    "application/x-gzip",
+	    "application/gzip",
+	    "application/x-gzip-compressed",
+	    NULL};
+	static const char *const unsupported[] = {
+	    "text/x-include-url",
+	    "text/x-include-once-url",
+	    "text/cloud-config-archive",
+	    "text/cloud-config-jsonp",
+	    "text/part-handler",
+	    "text/upstart-job",
+	    "text/jinja2",
+	    "text/x-shellscript-per-boot",
+	    "text/x-shellscript-per-instance",
+	    "text/x-shellscript-per-once",
+	    NULL};
+
+	if (ci_is_gzip(p, n)) {
+		/* A gzip'd part is unwrapped first; its type then comes from
+		 * its content, as cloud-init does. */
+		ci_parse_gzip(ps, p, n, fn, depth);
+	} else if (type_in(type, by_content)) {
+		ci_parse_blob(ps, p, n, fn, depth);
+	} else if (!strcmp(type, "text/cloud-config")) {
+		ci_parse_cloud_config(ps, p, n);
+	} else if (!strcmp(type, "text/x-shellscript")) {
+		ci_parse_script(ps, false, p, n, fn);
+	} else if (!strcmp(type, "text/cloud-boothook")) {
+		ci_parse_script(ps, true, p, n, fn);
+	} else if (type_in(type, unsupported)) {
+		ci_problem_add(&ps->cfg->problems, CI_WARN, ps->part, 0,
+			       "%s parts are not supported; ignored", type);
+	} else {
+		ci_problem_add(&ps->cfg->problems, CI_WARN, ps->part, 0,
+			       "unknown content type '%s'; part ignored",
+			       type);
+	}
+}
+
 int ci_userdata_parse(const void *data, size_t len, const struct ci_vars *vars,
 		      struct ci_config *out)
 {
-	struct ci_parse ps = {.cfg = out, .vars = vars};
+	struct ci_parse ps = {.cfg = out, .vars = vars, .part_fn = parse_part};
 
 	memset(out, 0, sizeof(*out));
 	if (len > CI_MAX_USERDATA) {

@@ -207,49 +207,6 @@ static void set_nonempty(json_t *o, const char *k, json_t *arr)
 		json_decref(arr);
 }
 
-/* Kubernetes $(VAR) expansion (k8s.io/kubernetes third_party expansion):
- * "$$" is a literal "$", "$(NAME)" the variable or itself when unset. */
-char *k8s_expand(const char *in, const json_t *env)
-{
-	struct buf b;
-	char *out;
-	size_t n = in ? strlen(in) : 0;
-	struct cerr e = {0};
-
-	buf_init(&b, 0);
-	for (size_t i = 0; i < n; i++) {
-		const char *close;
-		if (in[i] != '$' || i + 1 >= n) {
-			buf_append(&b, in + i, 1, &e);
-			continue;
-		}
-		if (in[i + 1] == '$') {
-			buf_append(&b, "$", 1, &e);
-			i++;
-		} else if (in[i + 1] == '(' &&
-			   (close = memchr(in + i + 2, ')', n - i - 2))) {
-			size_t nl = (size_t)(close - (in + i + 2));
-			cleanup_free char *name = xstrndup(in + i + 2, nl);
-			const char *val =
-			    json_string_value(json_object_get(env, name));
-			if (val)
-				buf_append(&b, val, strlen(val), &e);
-			else
-				buf_append(&b, in + i, nl + 3, &e);
-			i += nl + 2;
-		} else if (in[i + 1] == '(') {
-			buf_append(&b, "$(", 2, &e);
-			i++;
-		} else {
-			buf_append(&b, in + i, 2, &e);
-			i++;
-		}
-	}
-	buf_append(&b, "", 0, &e);
-	out = buf_steal(&b, NULL);
-	return out ? out : xstrdup("");
-}
-
 static void expand_list(json_t *unit, const char *k, const json_t *envmap)
 {
 	json_t *a = json_object_get(unit, k), *v;

@@ -24,6 +24,32 @@
 #define IO_CHUNK (256u << 10)
 #define PROGRESS_STEP (1u << 20)
 
+/* ---- shared by the pipelines ---- */
+
+void fetch_abort(struct fetch *f, const struct cerr *e)
+{
+	pthread_mutex_lock(&f->mu);
+	if (!f->aborted) {
+		f->aborted = true;
+		f->first_err = *e;
+	}
+	pthread_mutex_unlock(&f->mu);
+	for (int i = 0; i < f->n_blobs; i++) {
+		pthread_mutex_lock(&f->blobs[i].mu);
+		pthread_cond_broadcast(&f->blobs[i].cv);
+		pthread_mutex_unlock(&f->blobs[i].mu);
+	}
+}
+
+void fetch_emit(struct fetch *f, const struct pull_event *ev)
+{
+	if (!f->progress)
+		return;
+	pthread_mutex_lock(&f->mu);
+	f->progress(ev, f->progress_arg);
+	pthread_mutex_unlock(&f->mu);
+}
+
 /* ---- blob side: download into the spool ---- */
 
 static void blob_publish(struct blob_job *b, uint64_t avail, bool done)

@@ -163,30 +163,6 @@ out:
 
 /* ---- the layer pipelines ---- */
 
-void fetch_abort(struct fetch *f, const struct cerr *e)
-{
-	pthread_mutex_lock(&f->mu);
-	if (!f->aborted) {
-		f->aborted = true;
-		f->first_err = *e;
-	}
-	pthread_mutex_unlock(&f->mu);
-	for (int i = 0; i < f->n_blobs; i++) {
-		pthread_mutex_lock(&f->blobs[i].mu);
-		pthread_cond_broadcast(&f->blobs[i].cv);
-		pthread_mutex_unlock(&f->blobs[i].mu);
-	}
-}
-
-void fetch_emit(struct fetch *f, const struct pull_event *ev)
-{
-	if (!f->progress)
-		return;
-	pthread_mutex_lock(&f->mu);
-	f->progress(ev, f->progress_arg);
-	pthread_mutex_unlock(&f->mu);
-}
-
 static void *blob_worker(void *arg)
 {
 	struct pull *p = arg;

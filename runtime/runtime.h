@@ -189,6 +189,9 @@ pid_t runtime_exec(const char *monitor_bin, const char *unit_dir,
  * pidfd. SIGKILL to `cell-monitor exec` kills the command only. */
 #define EXEC_END_SIGNAL (SIGRTMIN + 1)
 int runtime_exec_end(int pidfd);
+/* The longest report line cell-monitor writes to the agent: "ok <pid>" or
+ * "error <errno> <message>". */
+#define REPORT_MAX 2048
 
 /* ======================= CRI log files (crilog.c) ======================= */
 
@@ -471,5 +474,7 @@ void monitor_decide_exit(int wstatus, int64_t oom_kills,
 			 struct unit_runtime_state *st);
 /* Start time (field 22 of /proc/<pid>/stat) or 0 when gone. */
 uint64_t proc_start_time(pid_t pid);
+/* The same, and field 3 (the state letter) into *state. */
+uint64_t proc_stat(pid_t pid, char *state);
 
 #endif
