@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cell: the on-instance runtime of a Kip cell. See HACKING.md.
 #
 #   make            build every binary into $(OUT)/bin

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-agent's internal contract: the typed pod spec (WIRE.md's
  * PodParameters), the status it reports (PodStatusReply), and the interfaces
  * between the agent's modules. Only wire.c touches JSON for these; the rest

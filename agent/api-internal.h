@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Between the API's files: api.c (civetweb and the TLS gate, start and
  * stop), routes.c (the HTTP endpoints) and streams.c (the websocket
  * streams). Nothing outside the API includes this. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The REST API on civetweb: start and stop. Connections come from the TLS
  * gate (tls.c) once their handshake is done; civetweb's workers then run
  * the handlers of routes.c (HTTP) and streams.c (websockets).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-agent's REST API (WIRE.md): civetweb over mutual TLS on port 6421,
  * the endpoints under /rest/v1/ (routes.c), and the websocket streams
  * (streams.c: exec, attach, port-forward, log follow).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-boot as a child: wait for it, retry with back-off (from 1 s,
  * doubling to 30 s; CELL_BOOT_RETRY_MS sets the first step), and exec the
  * new agent after a self-update. Runs before any thread or pod work. */

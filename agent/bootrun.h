@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The agent's side of boot: run cell-boot (which may use the network and
  * links libcurl) as a child until the boot directory is complete, with
  * back-off, logging why it waits; re-exec when cell-boot installed a new

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The socket under a civetweb connection, found by its addresses among
  * this process's open fds (/proc/self/fd).
  *

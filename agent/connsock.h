@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The socket under a connection, for the websocket streams (connsock.c). */
 #ifndef CELL_CONNSOCK_H
 #define CELL_CONNSOCK_H

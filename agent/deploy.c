@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Deploy packages, the parts that stay in the agent's process: the streamed
  * multipart parser, package names, and cleaning up after interrupted
  * deploys. The extractor is agent/package.c (it needs libarchive and runs

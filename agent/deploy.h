@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Deploy packages (WIRE.md, "Deploy packages"): the multipart upload that
  * carries one, and its extraction into packages/<name>/.
  *

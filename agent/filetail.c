@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* file/: the tail of a file on the cell's disk. Nothing here knows about
  * HTTP. */
 #include "filetail.h"

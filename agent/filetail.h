@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The tail of a file on the cell's disk (file/). Knows nothing of HTTP. */
 #ifndef CELL_FILETAIL_H
 #define CELL_FILETAIL_H

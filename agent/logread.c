@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit logs for the API: tails (logs/) and following (logs/ with
  * follow, attach), in CRI form or as text, through crilog's one reader.
  * Nothing here knows about HTTP. */

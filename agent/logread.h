@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit logs for the API (logs/, attach): tails and following, through
  * crilog's one reader (runtime.h). Knows nothing of HTTP. */
 #ifndef CELL_LOGREAD_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-agent: the supervisor plus the REST API, and the flags that start
  * them. Flags come from the command line and from cell_config.yaml in the
  * boot directory, whose keys starting with "itzoFlag" become flags

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The network agent: kube-router, as Itzo ran it (host/networkagent.go),
  * for Services and network policies on the cell. It runs when the spec has
  * a NodeName, a `kubeconfig` package is deployed and kube-router is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Deploy packages: the extractor's policy over the extraction core
  * (imagepull/unpack.c, which layers go through too).
  *

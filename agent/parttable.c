@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The built-in MBR/GPT editor behind resizevolume: grows one partition to
  * the end of its disk (or to the next partition), GPT's backup header and
  * CRCs included. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A small MBR/GPT partition-table editor: enough to grow one partition
  * to the end of its disk, as growpart would (rootresize.c's built-in
  * fallback). Pure: works on an open fd, knows nothing of mounts. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The supervisor's planners (see plan.h): the kubelet's rules for restarts,
  * back-off, init units and spec changes, as functions of their inputs. */
 #include "plan.h"

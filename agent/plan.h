@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The supervisor's decisions, apart from doing them: what a pod's units
  * should do next, given what the records say and what time it is. Pure:
  * no I/O, no clock reads, no globals; the supervisor (the executor) builds

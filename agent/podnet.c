@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The supervisor's side of the pod network (netsetup/, in-process). A pod
  * with a PodIP that is not hostNetwork gets its namespace before its first
  * unit starts; units join it (run.json's network namespace), exec joins

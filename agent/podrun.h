@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The pure decisions of running a pod, kept apart from the machinery so they
  * can be tested one by one: Kubernetes command/args semantics, environment
  * merging, user and group resolution against the image's own /etc files,

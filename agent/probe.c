@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Probes: one attempt of each kind, and the per-unit state machine with the
  * kubelet's rules (pkg/kubelet/prober/worker.go). See probe.h. */
 #include <arpa/inet.h>

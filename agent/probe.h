@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Container probes (liveness, readiness, startup) with Kubernetes semantics.
  *
  * probe_once runs one attempt (exec through `cell-monitor exec`, httpGet

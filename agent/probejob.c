@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Probe attempts on their own threads (see probejob.h). */
 #include "probejob.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Probe attempts off the supervisor thread. An exec probe waits for its
  * command and an httpGet or tcpSocket probe for the network, each up to
  * its timeoutSeconds: each attempt runs on a short-lived thread of its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Helper processes of the agent (see pullproc.h). */
 #include "pullproc.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The agent's helper processes: cell-pull (image pulls) and cell-unpack
  * (deploy packages) run as children, so the agent never maps libcurl or
  * libarchive, and a crash or a hostile layer stays in the child.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit records: what the agent must remember of a unit across its own
  * restarts (restart count, run number, back-off, last states), one JSON
  * file per unit, written atomically. What a run itself did is in the run's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* resizevolume: find the block device under the root filesystem, grow
  * its partition (growpart when installed, else parttable.c) and the ext4
  * filesystem on it (e2fsck, resize2fs). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* resizevolume: grow the root partition and its ext4 filesystem. */
 #ifndef CELL_ROOTRESIZE_H
 #define CELL_ROOTRESIZE_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The API's HTTP endpoints (WIRE.md): one request handler takes every URI
  * and dispatches on the path itself, so that an unknown route is a
  * plain-text 404 like every other error, and the %3F log URL is handled in

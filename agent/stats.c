@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* resourceUsage collection (see stats.h). The cgroup, /proc and statvfs
  * readers are deliberately forgiving of absence and strict about form: a
  * kernel without a counter, or a unit whose cgroup is already gone, costs

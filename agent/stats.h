@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Resource usage for PodStatusReply's resourceUsage (WIRE.md): per-unit
  * cgroup counters (v1, v2 and hybrid hosts), pod-wide CPU and memory
  * percentages, the pod filesystem and the network interfaces. Values come

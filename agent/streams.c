@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The API's websocket streams (WIRE.md): exec, attach, port-forward and
  * log follow. civetweb's worker stays in its read loop and hands the
  * client's frames over; each stream has a pump thread of its own, which

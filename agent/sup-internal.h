@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The supervisor's own state, shared by supervisor.c (the loop and the API
  * calls), unit.c (starting and finishing one run of a unit) and record.c
  * (what survives an agent restart). Everything here is owned by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The supervisor: one thread owns the pod. It takes the newest spec the
  * API queued, works out what changed, starts and stops units, restarts them
  * by the pod's policy, and publishes a status snapshot that the API threads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The supervisor: the one owner of pod state. The API threads hand it work
  * and read snapshots; it runs the pod (images, volumes, units, restarts,
  * probes) in its own thread and keeps the state directory up to date. */

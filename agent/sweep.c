@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What the agent's state no longer names goes: unit directories, their
  * overlay mounts and their cgroups. An agent killed (-9, a crash, the
  * instance's OOM killer) between two steps of removing a unit leaves these

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The agent's TLS: the server's SSL_CTX, set up here so nothing depends
  * on civetweb's own option handling, and the handshake gate.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The agent's TLS: the server's SSL_CTX (certificate, key, client CA,
  * what a client certificate must carry) and the handshake gate, which
  * accepts connections and completes their handshakes in one event loop,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* One run of a unit: pull its image into a fresh rootfs, work out the run
  * recipe (argv, env, user, capabilities, mounts), hand it to cell-monitor,
  * and later turn what the monitor recorded into Kubernetes status and a
@@ -73,7 +74,6 @@ void run_dir_remove(const char *run)
 	if (fs_rm_rf(run, &e) < 0)
 		log_warn("remove %s: %s", run, e.msg);
 }
-
 
 /* Remove a run's directory, unmounting its rootfs first. */
 void unit_drop_run(const struct unit_rec *u, int seq)

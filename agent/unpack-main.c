@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-unpack: the agent's deploy-package extractor, a child process so
  * that libarchive (and whatever a hostile package does to it) stays out of
  * cell-agent.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Pod volumes and the mounts each unit gets. A volume's contents live on
  * the host: emptyDir under the state dir (a tmpfs for medium "Memory"),
  * configMap/secret/projected/packagePath in the deploy package of the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Pod volumes on the host and the bind mounts of each unit (volumes.c). */
 #ifndef CELL_VOLUMES_H
 #define CELL_VOLUMES_H

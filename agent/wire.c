@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The controller ↔ cell JSON (WIRE.md): PodParameters in (this file),
  * PodStatusReply out (wirestatus.c). These two are the only agent files
  * that touch jansson for these; the rest of the agent sees struct pod_spec

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* PodStatusReply out (WIRE.md): struct pod_status as the controller's JSON.
  * The decoder of PodParameters is wire.c. Strings from units (messages,
  * termination logs) may be any bytes: they go out as valid UTF-8. */

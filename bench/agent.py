@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Benchmark cell-agent, side by side with the tool a user would otherwise
 pick, in one run on this machine:
 

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark cell-agent (see bench/agent.py): time to a running unit against
 # runc, status requests/s over mutual TLS, idle RSS. Run as root on Debian 12.
 #   BENCH_REPS=10 bench/agent.sh

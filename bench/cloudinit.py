@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-cloudinit vs Debian's cloud-init 22.4, applying one document.
 
 Run by bench/cloudinit.sh. Both tools apply the same document (10

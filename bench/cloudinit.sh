@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark cell-cloudinit side by side with Debian's cloud-init 22.4: both
 # apply the same document (10 write_files and one runcmd) from a NoCloud seed
 # to the same Debian root (scripts/canonical-root.sh, cached), each on a fresh

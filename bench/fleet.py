@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench/fleet.sh: dispatch one pod to each of N cells (images cached by a
 warm-up round), cellctl against a Python client speaking the same wire
 (tests/pylib/wire.py with requests), and print both side by side."""

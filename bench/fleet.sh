@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark dispatch to a fleet (see bench/fleet.py): 10 cell-agents in
 # their own network namespaces; the time from the first `cellctl run` to
 # all pods running, and the controller-side CPU per pod, side by side with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-net vs the CNI plugins a user would otherwise pick (Debian's
 containernetworking-plugins: ptp + portmap), setting up and tearing down
 one pod network with the same pod IP and one hostPort.

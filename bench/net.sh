@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark cell-net's pod network setup and teardown side by side with the
 # CNI plugins from Debian's containernetworking-plugins (ptp + portmap, run
 # through the CNI protocol with the same pod IP and one hostPort). Both run

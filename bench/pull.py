@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Benchmark cell-pull against the tools a user would otherwise pick.
 
 One run, side by side, on this machine:

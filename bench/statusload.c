@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A small load generator for bench/agent.sh: N concurrent clients, each on
  * one kept-alive mutual-TLS connection, GET a URL as fast as the server
  * answers for a fixed time; prints requests/s and latency percentiles.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Who and where this instance is, and the credentials it signs with: the
  * options and the environment first (tests, or a cell outside EC2), then
  * EC2's IMDS through cell-cloudinit's client (IMDSv2 with v1 fallback). */

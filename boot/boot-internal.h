@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What only cell-boot's own files and tests share. */
 #ifndef CELL_BOOT_INTERNAL_H
 #define CELL_BOOT_INTERNAL_H

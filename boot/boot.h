@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-boot: the network half of a cell's boot, run by cell-agent as a
  * child so that libcurl never enters the agent. One attempt per run: it
  * fills the boot directory from SSM Parameter Store or user data, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* libcurl for cell-boot: one request at a time (the metadata services go
  * through cloudinit's client; this is SSM and the agent download). SSM
  * requests are signed by libcurl itself (CURLOPT_AWS_SIGV4). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-boot: one attempt at filling the boot directory (and at updating
  * the agent). cell-agent runs it; it also works by hand. Every seam is a
  * flag with an environment fallback, which is how tests reach it through

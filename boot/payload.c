@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The SSM payload: a flat YAML map of boot file name → content (Kip's
  * getMarshalledInstanceParameters). Checked whole before a byte is
  * written, then written all-or-nothing into the boot directory. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* One boot attempt: fill the boot directory from the source asked for,
  * then check the agent's version. Every reason to wait is logged once per
  * attempt; the agent runs the next attempt after a back-off. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* SSM Parameter Store: GetParameter WithDecryption over the AWS JSON 1.1
  * protocol, signed with SigV4 by libcurl. The controller writes one
  * SecureString "<base>/<instance-id>/config", or, over 4096 bytes, chunks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Self-update: when the boot files ask for another agent version than the
  * running one (itzo_version/itzo_url as Kip writes them, or our own names
  * cell_agent_version/cell_agent_url), fetch <url>/cell-agent-<version> and

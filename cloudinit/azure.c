@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Azure's provisioning medium and wire server. Kip's Azure backend puts the
  * user data in osProfile.customData, which Azure delivers base64-encoded in
  * ovf-env.xml on a CD-ROM (UDF or ISO 9660) attached at provisioning, not in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The library entry points cell-boot uses: fetch user data with the same
  * datasources as cell-cloudinit, write its boot files with the same parser
  * and writer, and read a few EC2 meta-data paths with the same IMDSv2

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The `users` and `groups` keys of a #cloud-config, in every shape that
  * cloud-init accepts: a list of names and mappings, a comma-separated
  * string, or a mapping of name to settings. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What only cell-cloudinit's own files and tests share.
  *
  * The pipeline: a datasource (datasource.c) yields meta-data and raw user

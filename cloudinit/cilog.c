@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-cloudinit's log: each line to stderr (log.h) and, once the log file
  * is open, to the log file (--log-file) in cloud-init's format. Below every
  * other file of cloudinit/, so that none of them reaches up into the module

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* One #cloud-config document: the YAML tree (yamltree.c) mapped onto
  * struct ci_config. Every problem names its line. A bad entry is dropped
  * whole (never applied half-way) and the rest of the document still

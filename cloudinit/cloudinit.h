@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-cloudinit: a minimal cloud-init for cells. It finds the cloud,
  * fetches meta-data and user data, and applies the #cloud-config modules,
  * scripts and boothooks beneath a root directory, once per instance. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Decoders for user data: base64 (write_files encodings, MIME parts, Azure)
  * and gzip (compressed user data and gz contents). gzip goes through
  * ISA-L's inflate, which the tree already links for cell-pull; the output

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Where the user data comes from. Local sources first (a NoCloud seed
  * directory, a cidata-labelled filesystem, a file), then the network (a
  * URL, or the cloud metadata services in dscloud.c). `auto` tries the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The cloud metadata services: EC2 (IMDSv2 with a fallback to v1), GCE and
  * Azure IMDS, plus the concurrent probe behind --datasource auto. Every
  * base URL comes from the options, so tests point them at fakes. */

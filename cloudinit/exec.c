@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Running the user's commands: fork + execve (never via a shell helper), with
  * stdin from /dev/null and stdout/stderr on the log file, so that a
  * command that leaves a daemon behind ("agent &") cannot hold a pipe of

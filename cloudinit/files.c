@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Files beneath the root: atomic writes that can never land outside it,
  * with the root's own symlinks followed as chroot(root) would (PATH_IN_ROOT:
  * Debian's /var/run -> /run, Ubuntu's /etc/resolv.conf link, an absolute

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* HTTP for the metadata services and the URL datasource, over libcurl's
  * multi interface so that probes and meta-data requests run at once.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-cloudinit: a minimal, fast cloud-init for cells. Parses options and
  * hands over to the library (cloudinit.h); exit 0 all applied, 1 a module
  * failed or no datasource, 2 usage error or errors in the user data. */

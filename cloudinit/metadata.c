@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Meta-data from each cloud into struct ci_meta: NoCloud's YAML, Azure's
  * JSON document, GCE's ssh-keys attribute, and single values (EC2, GCE).
  * Pure functions over buffers, like the user-data parser. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* MIME multipart user data, as cloud-init's write-mime-multipart and
  * Python's email package make it: a header block, then parts between
  * "--boundary" lines, each with its own headers. Parts may be base64 or

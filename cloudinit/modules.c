@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The modules, in canonical cloud-init's order, and the table that says
  * how often each runs. A failing module is logged and the others still
  * run; the report counts the failures for the exit code.

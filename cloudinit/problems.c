@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The problems a parse of user data collects: each with its severity,
  * part and line, capped at CI_MAX_PROBLEMS (errors still counted). The
  * lowest of the parser files: every one of them reports here. */

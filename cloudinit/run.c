@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The whole run: defaults, the log file, datasource, parse, state,
  * modules, and the exit code; and --validate. */
 #include <errno.h>

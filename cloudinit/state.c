@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Once-per-instance bookkeeping, laid out like cloud-init's
  * /var/lib/cloud:
  *

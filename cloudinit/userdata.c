@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The user-data blob: what kind it is (cloud-config, script, boothook,
  * MIME multipart, gzip), unwrapped recursively into one struct ci_config.
  * Pure: buffer in, struct and problems out; no I/O, no logging, which is
@@ -322,8 +323,7 @@ static void parse_part(struct ci_parse *ps, const char *type, const char *fn,
 			       "%s parts are not supported; ignored", type);
 	} else {
 		ci_problem_add(&ps->cfg->problems, CI_WARN, ps->part, 0,
-			       "unknown content type '%s'; part ignored",
-			       type);
+			       "unknown content type '%s'; part ignored", type);
 	}
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The users and groups module, by editing ROOT/etc/passwd, group, shadow
  * and gshadow directly (atomically, under ROOT/etc/.pwd.lock as lckpwdf
  * does) rather than calling useradd: --root may be an image, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A small bounded XML reader for the two Azure documents cells read:
  * ovf-env.xml from the provisioning medium and the wire server's goal
  * state. It finds the text of the first element at a path of local names

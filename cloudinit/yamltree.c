@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* libyaml's events become a small tree of nodes that remember their line,
  * so that every later complaint about the document can name one. This is
  * the only file that sees libyaml. Aliases are expanded by copying, with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Base64 (RFC 4648): encoding, and decoding for the places that read it:
  * secrets in PodParameters (strict and canonical, as Go's encoding/json writes
  * []byte), docker config.json "auth" (padded, as Go's StdEncoding reads it),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A growable byte buffer with a hard cap: every buffer that holds outside
  * input says how large it may grow. Always NUL-terminated for convenience. */
 #ifndef CELL_BUF_H

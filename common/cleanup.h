@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Scope-bound cleanup, as crun and systemd do it. Library handles with their
  * own destructors get their helpers next to the wrapper that owns them
  * (jsonutil.h, http.h). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Content digests ("sha256:<hex>", "sha512:<hex>") over OpenSSL's EVP. */
 #ifndef CELL_DIGEST_H
 #define CELL_DIGEST_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Error values: an errno-style code plus a human message, with context
  * prepended at module boundaries ("pull busybox: fetch blob …: connect …"). */
 #ifndef CELL_ERR_H

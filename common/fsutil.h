@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* File-system helpers: atomic writes, bounded reads, tree removal that never
  * follows a symlink. */
 #ifndef CELL_FSUTIL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* jansson helpers. Only the parse-at-the-edge files use these: everything
  * else sees typed structs. */
 #ifndef CELL_JSONUTIL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Logging. Libraries log only through here, and only at debug/info level for
  * diagnostics; errors travel as struct cerr. The main() of each binary picks
  * the level and the sinks: stderr (or another fd) by default, plus at most

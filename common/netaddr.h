@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The cell's primary address: the IPv4 address of the interface that
  * carries the default route. Kip compares a hostNetwork pod's podIP with
  * the instance's private IP, which is this address; cell-net needs the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Paths from outside (tar entries, API parameters, manifests) are resolved
  * beneath a root directory fd and can never reach outside it. Two scopes:
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Starting programs from a threaded process; see procspawn.h. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Starting programs from a threaded process. spawn_program: posix_spawn
  * (vfork + exec, nothing runs in between) for a helper reaped by pid.
  * spawn_pidfd: clone with a pidfd for processes the caller watches in a

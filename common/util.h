@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Small helpers used everywhere: allocation that aborts on exhaustion (the
  * house rule: out-of-memory aborts), string builders, number parsing. */
 #ifndef CELL_UTIL_H

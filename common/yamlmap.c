@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* libyaml events into a flat string map. The whole document is checked
  * before anything is returned, so a caller that writes the entries out
  * never acts on half a payload. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A flat YAML map of strings to strings: the SSM boot payload and
  * cell_config.yaml. Pure (text in, entries out), capped, fuzzed
  * (tests/fuzz/fuzz-yamlmap.c). Nested maps, sequences, aliases, duplicate

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cellctl's library: the controller's side of the cell contract (WIRE.md).
  * The PKI the controller makes, a mutual-TLS client for one cell (libcurl),
  * websocket streams over it, the Kubernetes Pod -> PodParameters conversion

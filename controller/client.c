@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* One cell over mutual TLS, the way Kip's nodeclient drives it: the cell is
  * verified against the controller's own CA only, by the name MilpaNode
  * (never by IP: the URL names MilpaNode and CURLOPT_CONNECT_TO sends the

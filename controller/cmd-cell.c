@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The verbs that ask one cell one thing: pki, ping, version, status, logs,
  * file, delete. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What every verb shares: the global options (--cell, --pki, -o), the
  * error-to-exit-code rule (1: the cell or a file said no, with the reason;
  * 2: usage), and opening the cell. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* select (Kip's instance choice for a resource request) and watch (many
  * cells, one line each). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* run, convert and delete: a Kubernetes Pod manifest dispatched to a cell
  * the way Kip's pod controller does it (wait for ping, deploy the
  * packages, updatepod), then its status followed until it runs or fails. */

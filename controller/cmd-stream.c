@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The streaming verbs: exec, attach, port-forward. Each is a websocket
  * whose first message is the raw JSON parameters (ExecParams,
  * AttachParams, PortForwardParams); then channel 0 carries stdin (or the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A Kubernetes v1 Pod into PodParameters, field for field as Kip does it:
  * pkg/server/convert.go (k8sToMilpaPod, containerToUnit, k8sToMilpaVolume,
  * k8sProbeToMilpaProbe, aggregateResources, addAnnotationsToMilpaPod),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What controller/ files and their tests share beyond cellctl.h. */
 #ifndef CELL_CTL_INTERNAL_H
 #define CELL_CTL_INTERNAL_H

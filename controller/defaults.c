@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The API server's defaults (k8s.io/kubernetes pkg/apis/core/v1
  * defaults.go) for the fields convert.go reads: Kip only ever sees pods the
  * API server has defaulted, so a manifest from a file gets them first.

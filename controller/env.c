@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Container environments as the virtual-kubelet resolves them before Kip's
  * provider sees the pod (PopulateEnvironmentVariables): envFrom ConfigMaps
  * (data) and Secrets, with prefixes, names that are no environment

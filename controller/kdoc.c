@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Kubernetes manifests (YAML or JSON) into one jansson value. YAML goes
  * through cloudinit's libyaml tree (the project's one YAML reader, with its
  * node and depth caps) and becomes JSON the way sigs.k8s.io/yaml reads it:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cellctl: drive cells the way the Kip controller does. Each verb lives in
  * controller/cmd-*.c; this file only picks one. */
 #include <curl/curl.h>

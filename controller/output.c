@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Printing replies: JSON, YAML (block style; every string double-quoted,
  * which is valid YAML and needs no escaping rules of its own), and the
  * pod's phase as Kip's controller reads a status reply. */

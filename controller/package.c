@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Deploy packages as Kip's makeDeployPackage writes them: a gzip'd tar of
  * regular files named ROOTFS/<path> (filepath.Join(".", "ROOTFS", path):
  * cleaned, no leading "./"), owner 0:0, the file's mode; made with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The controller's PKI, as Kip's pkg/certs makes it: one CA (ECDSA P-256,
  * CN "Milpa Server CA", 10 years, serial 1) and leaf certificates with a
  * fresh P-256 key, CN and only SAN "MilpaNode", O "Elotl", OU

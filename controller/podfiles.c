@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What Kip deploys before updatepod (pkg/server/deploy_util.go): one
  * package per configMap, secret and projected volume (emptyDir and
  * hostPath ones empty), resolvconf with the pod's /etc/resolv.conf and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Instance selection by Kip's rules (pkg/util/instanceselector, AWS):
  * an exact instance type is taken as it is; nothing asked gives the
  * default; otherwise the cheapest type with memory >= the request, enough

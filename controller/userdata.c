@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The boot files a cell needs (ca.crt, server.crt, server.key, and
  * optionally itzo_version, itzo_url, cell_config.yaml), delivered the two
  * ways Kip delivers them: as #cloud-config user data with write_files

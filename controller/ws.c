@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Websocket streams to a cell (exec, attach, port-forward, log follow).
  * Debian 12's libcurl (7.88) is built without its websocket support, so
  * libcurl only makes the connection (CURLOPT_CONNECT_ONLY: TCP, TLS with

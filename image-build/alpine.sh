@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Build a bootable Alpine cell image (docs/image-build.md): the production
 # layout, with OpenRC and the static musl binaries of `make static`.
 #

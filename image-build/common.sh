@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Steps every image recipe shares (debian.sh, alpine.sh): sourced, not run.
 # Each function takes the root filesystem being built as $1.

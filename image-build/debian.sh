@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Build a bootable Debian 12 cell image (docs/image-build.md).
 #
 #   image-build/debian.sh [--custom] OUTDIR

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Build the libraries our binaries link, as static musl libraries, from
 # Debian's source packages (pinned versions, fetched with `apt-get source`,
 # checked against the archive's signatures), with Debian's musl-gcc.

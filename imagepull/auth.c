@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Registry authentication inputs: the WWW-Authenticate challenge of a 401
  * (RFC 7235), a docker config.json with stored credentials, and the reply
  * of a token endpoint (the distribution token spec). Whatever comes out of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The content-addressed cache: blobs by digest, unpacked layers by diff-id.
  * Entries appear only by rename() of a finished, verified temporary, so a
  * crashed pull leaves at most a tmp/ entry that the next holder of the same

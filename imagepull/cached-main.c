@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-pull-cached: cell-pull's front for the agent, without libcurl.
  *
  *   cell-pull-cached --image REF --mount DIR [cell-pull's options]

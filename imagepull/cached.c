@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The cache's fast path: mount an image that an earlier pull left in the
  * cache without loading libcurl (see pull.h, pull_from_cache).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The image config blob (OCI image-spec config.md, which Docker's
  * application/vnd.docker.container.image.v1+json also follows): only the
  * parts a runtime needs, typed. Fields are optional unless the spec makes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Streaming decompression of layer blobs. gzip goes through ISA-L's inflate,
  * several times faster than zlib's on x86; zstd through libzstd. */
 #include <errno.h>

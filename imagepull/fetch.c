@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Layer pipelines. Each layer blob is downloaded by one thread into a spool
  * file in the cache (hashing as it goes) while another thread decompresses
  * and unpacks it from that spool as the bytes land: the blob is never read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Shared state of one pull's layer pipelines (fetch.c, pull.c). */
 #ifndef CELL_FETCH_H
 #define CELL_FETCH_H

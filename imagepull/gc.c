@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pull_gc(): reclaim space. Under the exclusive gc lock no pull runs, so
  * everything in tmp/ and locks/ is a leftover, and every blob or layer that
  * no image record names can go. */

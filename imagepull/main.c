@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-pull: pull an OCI/Docker image from a registry into a flattened
  * rootfs or an overlay mount over a content-addressed layer cache. */
 #include <errno.h>

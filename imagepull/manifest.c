@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Image manifests and indexes, Docker's (schema2, manifest list) and OCI's,
  * turned into one typed struct. Everything here comes from a registry, so
  * every digest is validated, every array has a cap and every field's type

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* overlayfs over the cached layers. The mount data of mount(2) is limited to
  * one page, so lowerdirs are named by short relative symlinks (l/<12 hex>)
  * and the mount is made with the cache root as working directory, as

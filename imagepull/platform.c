@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Platforms ("os/arch[/variant]") in the spelling registries use, which is
  * Go's (GOOS/GOARCH) plus containerd's variant conventions, so that what the
  * user types, what uname says and what an index lists compare equal. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What only cell-pull's own files and tests share. Parsers are pure: buffer
  * in, struct and error out (which is what makes them fuzzable). */
 #ifndef CELL_PULL_INTERNAL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* pull_image(): resolve a reference to a manifest and config, run the layer
  * pipelines, then make the rootfs (flattened, or an overlay mount). */
 #include <dirent.h>

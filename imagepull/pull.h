@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-pull as a library: the agent calls pull_image() in-process. */
 #ifndef CELL_PULL_H
 #define CELL_PULL_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Image references, parsed the way Docker parses them (the grammar of
  * distribution/reference plus Docker's normalisation of short names):
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A client for the registry HTTP API (OCI distribution / Docker registry v2)
  * over libcurl: manifests and blobs, bearer-token and basic auth, retries
  * with back-off, resumable blob streams. Connections, DNS and TLS sessions are

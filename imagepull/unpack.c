@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The hostile-tar extraction core (unpack.h): one OCI image layer (an
  * uncompressed tar stream) or one deploy package, applied beneath a root
  * directory fd under a policy (struct unpack_policy: whiteouts or not,

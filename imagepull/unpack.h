@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The hostile-tar extraction core (unpack.c): image layers (cell-pull) and
  * deploy packages (cell-unpack, agent/package.c) both go through it.
  *

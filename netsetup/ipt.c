@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The rule plan into the kernel's nat table through libiptc. libiptc reads
  * the whole table, we edit the copy (our chains created when missing,
  * flushed and refilled; the jumps into them added once), and one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-net: set up, tear down and show the pod's network. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* What netsetup's own files and tests share: the recorded state, the pure
  * rule plan, and the narrow kernel-facing steps (rtnetlink, libiptc,
  * /proc/sys, namespaces). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* netsetup: the pod's network around the cell's secondary IP. A network
  * namespace kept by a bind mount (so `ip netns` sees it), a veth pair whose
  * pod end carries PodIP/32 behind a link-local gateway, a proxy neighbour

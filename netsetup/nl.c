@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* rtnetlink over libmnl: links, addresses, routes and neighbours. Every
  * request asks for an ACK so that a refusal comes back as an errno; dumps
  * are filtered here rather than trusting the kernel to filter. A socket is

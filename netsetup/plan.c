@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The nat rules as data: a pure function of the recorded state, so the
  * rule set is checked without privilege and ipt.c only translates. Two
  * chains of our own:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Setup, check, teardown and show of a pod network. Setup is a list of
  * idempotent steps; each step that creates something is written to the
  * state file before the next one runs, so that a teardown (or the undo of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* `cell-net show`: the recorded setup, and whether each part is still in
  * the kernel. */
 #include <arpa/inet.h>

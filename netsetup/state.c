@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The state file, <state dir>/<name>.json: what setup created and the
  * sysctl values it replaced. Teardown trusts nothing else, so it removes
  * exactly what setup made; after an agent restart the agent finds the pod

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Sysctls through /proc/sys (the net.* ones belong to the namespace of the
  * thread that opens the file) and network namespaces kept by bind mounts,
  * the way `ip netns add` keeps them so that `ip netns` sees ours. */

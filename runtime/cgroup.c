@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* One cgroup per unit, on pure v2, pure v1 and hybrid hosts.
  *
  * The layout is found by looking at the directories under the cgroup root

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The agent's side of the protocol with cell-monitor (monitor.c): start a
  * monitor and read its one-line report, read the state it records, stop it,
  * clean up after it, and start `cell-monitor exec` in a running unit. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The container init's side of a unit: what runs between clone() and
  * execve() of the workload, and what `cell-monitor exec` uses to join a
  * running unit.

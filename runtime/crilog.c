@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* CRI log files: the writer the monitor feeds with what a unit prints, and
  * the reader the agent serves logs from.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The name of a unit's log link in the containers' log directory, as the
  * kubelet names it. Its own file: the sha256 needs libcrypto, which only
  * the agent (the one caller) should load; cell-monitor links crilog.c and

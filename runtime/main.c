@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-monitor: the per-unit helper of cell-agent (docs/agent-runtime.md).
  *
  *   run    be a unit's monitor (spawned by runtime_start)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* cell-monitor: the single-threaded helper that sets a unit up and stays as
  * its monitor, and the agent's side of the protocol with it.
  *
@@ -45,7 +46,6 @@
 #define EXIT_SLOT ".exit.slot"
 #define EXIT_SLOT_BYTES 8192u /* an exit record is well under 4 KiB */
 #define DRAIN_MS 5000 /* pipes held open by something outside the unit */
-
 
 void monitor_decide_exit(int wstatus, int64_t oom_kills,
 			 struct unit_runtime_state *st)

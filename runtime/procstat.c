@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A process's state and start time from /proc: the start time tells a pid
  * from a later process that reuses it. Used by the monitor, its clients and
  * the container side (ctr_join_namespaces). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The unit directory's JSON formats: run.json (the agent's recipe for one
  * unit), state.json and exit.json (what the monitor reports). This is the
  * only file of the runtime that touches jansson; the parsers are pure

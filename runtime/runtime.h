@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The container runtime: what the agent's supervisor uses to start, watch,
  * stop and exec into units, and what cell-monitor (the single-threaded
  * helper that sets a unit up and stays as its monitor) is built from.

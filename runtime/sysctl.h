@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Pod sysctls (spec.securityContext.sysctls): which may be set, and setting
  * them inside a namespace. Only namespaced sysctls are ever written, and
  * only into a namespace of the pod's own: kernel.shm*, kernel.msg*,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Build (once) a throwaway Debian 12 root with Debian's cloud-init in it, for
 # tests and benchmarks that compare cell-cloudinit with canonical cloud-init.
 # Prints the root's path. The root is cached under CELL_TEST_CACHE

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The main job of scripts/demo.sh: a local cell driven by cellctl.
 
 Two network namespaces joined by a veth stand for a VPC: "ctl" holds the

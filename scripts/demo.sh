@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job on built-in defaults, no internet needed: install what is
 # needed, build, then run a local cell: two network namespaces joined by a
 # veth (the controller side with a throwaway docker-registry holding an

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Install the Debian 12 packages that building, testing and benchmarking
 # need. Idempotent; run as root. Both README commands call it.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Timed fuzzing: every libFuzzer harness in $OUT/libfuzzer (make fuzz) runs
 # for FUZZ_SECONDS, seeded with its corpus in tests/fuzz/corpus/<name>
 # (read only: new inputs go to $OUT/fuzz-work/<name>), as many at once as

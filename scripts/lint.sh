@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make lint: formatting (clang-format, .clang-format in the tree) and the
 # banned-function list (unsafe or unbounded C library calls).
 set -u
@@ -34,6 +35,22 @@ done < <(tracked | grep -v '^tests/fuzz/corpus/')
 if ! shellcheck -x "${scripts[@]}" ||
 	! shellcheck -s sh -e SC2034 "${openrc[@]}"; then
 	echo "lint: shellcheck findings above"
+	rc=1
+fi
+# The licence (LICENSE, Apache-2.0): every source file names it in an SPDX
+# line at its top (the second line under a #! line).
+spdx='SPDX-License-Identifier: Apache-2.0'
+missing=()
+while read -r f; do
+	case $f in
+	*.c | *.h | *.py | *.sh | Makefile | */Makefile) ;;
+	*) [[ $(head -c2 "$f" 2>/dev/null) == '#!' ]] || continue ;;
+	esac
+	head -n2 "$f" | grep -q "$spdx" || missing+=("$f")
+done < <(tracked | grep -v '^tests/fuzz/corpus/')
+if [ ${#missing[@]} -gt 0 ]; then
+	printf '%s\n' "${missing[@]}"
+	echo "lint: no '$spdx' line at the top of the files above"
 	rc=1
 fi
 [ $rc -eq 0 ] && echo "lint: ok (${#scripts[@]} shell scripts, ${#openrc[@]} OpenRC scripts)"

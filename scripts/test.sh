@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The whole test suite, from a fresh Debian 12 machine: installs what it
 # needs, checks style, builds, runs the suite (unit, fuzz-corpus replay,
 # integration against real parts), each fuzz harness under libFuzzer for

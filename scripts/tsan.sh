@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # make tsan: the agent's threaded integration tests against a
 # ThreadSanitizer build ($OUT, build-tsan; `make tsan` builds it first).
 # Every instrumented process (cell-agent and its helpers) writes its reports

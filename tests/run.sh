@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The suite runner behind `make check`: C unit tests (TAP), fuzz-corpus
 # replay, then the integration tests (pytest, as root, against real parts).
 # Ends with one line "N passed, N failed". A skipped test counts as failed:

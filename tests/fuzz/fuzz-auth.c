@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the authentication inputs: the same bytes as a WWW-Authenticate
  * header, a docker config.json and a token endpoint reply. Whatever comes
  * out must be free of the bytes that would break a request header. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the instance-profile credentials document IMDS serves: accepted
  * means all three strings and an expiry are there. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the CRI log reader (runtime/crilog.c), which every log path reads
  * through. Beyond "no crash, no leak": the lines it produces do not depend
  * on how the bytes are cut (a follower reads whatever a write left), and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz harness for deploy packages (agent/package.c over the extraction
  * core, imagepull/unpack.c): the input is the package as uploaded (a tar,
  * gzip'd or not), deployed with deploy_package into a fresh packages

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the parser of a helper child's output (agent/pullproc.c): JSON
  * progress lines, an error line, log lines, arbitrary bytes from a child
  * a hostile layer may have taken over. The error is kept only from an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the httpGet probe's response-head parser (agent/probe.c): bytes a
  * container sends back. Beyond "no crash": a complete head lies inside the
  * input, its code has three digits, the body to read stays under the

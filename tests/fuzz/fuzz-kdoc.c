@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz cellctl's manifest path: bytes as a YAML or JSON document
  * (kdoc_parse), then, when it is a map, the API server's defaults and
  * Kip's conversion into PodParameters and deploy packages, with the input

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the registry documents: the same bytes as a manifest (with each kind
  * of Content-Type), as an index to select from, and as an image config. */
 #include <errno.h>

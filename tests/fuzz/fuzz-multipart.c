@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the streamed multipart/form-data parser. The input is a body for
  * boundary "XyZ"; its first byte picks how it is cut into pieces. Whatever
  * the pieces, the parser must reach the same verdict and deliver the same

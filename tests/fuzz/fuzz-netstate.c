@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz cell-net's state file parser and its rule plan: whatever parses
  * must plan (or refuse) without crashing, and print back to a text that
  * parses again. Also the --port and --private-cidr parsers. */

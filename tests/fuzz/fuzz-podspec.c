@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the controller ↔ cell JSON: the bytes as a PodParameters body and,
  * when they parse, a PodStatusReply built from the pod (with the pod's own
  * strings and secret bytes as reasons, messages and usage values), which

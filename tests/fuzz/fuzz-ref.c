@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz image reference and platform parsing. Beyond "no crash, no leak", a
  * parsed reference must print to a string that parses back to the same
  * fields: the puller stores and compares references in that form. */

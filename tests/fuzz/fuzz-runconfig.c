@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the unit directory's JSON parsers (run.json, state.json, exit.json)
  * and RFC 3339 parsing. Beyond "no crash, no leak": a run.json that parses
  * must serialize to a text that parses to the same serialization (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz harness for the layer unpacker: the input is a tar stream, applied
  * beneath a fresh root (FLAT when the first byte is even, OVERLAY when it
  * is odd) next to a sentinel directory. Whatever the input, the unpacker

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the user-data parser: any bytes as user data (cloud-config, scripts,
  * gzip, MIME multipart), with and without placeholder values, and as
  * NoCloud meta-data. Whatever comes out must keep the parser's promises:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the websocket frame head parser and the stream message decoder:
  * a frame that parses must fit in the input, and rebuilding its payload as
  * a client frame must parse back to the same length and opcode. */

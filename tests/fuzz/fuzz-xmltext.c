@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the bounded XML reader behind Azure's ovf-env.xml and goal state:
  * any bytes as either document. The outputs must be what was promised:
  * decoded user data within its cap, goal state fields all or none. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Fuzz the flat YAML map parser (the SSM boot payload, cell_config.yaml)
  * and the payload check on top of it: whatever it accepts is whole — every
  * key non-empty and unique, no NUL inside, every payload key a plain file

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Write the seed corpus of fuzz-deploy into tests/fuzz/corpus/deploy/.
 
 Each seed is a deploy package as Kip uploads one: a tar (gzip'd, as Kip

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Write the seed corpus of fuzz-unpack into tests/fuzz/corpus/unpack/.
 
 Each seed is a small tar: valid layers that reach every entry type and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Replay main for the fuzz harnesses: runs LLVMFuzzerTestOneInput over every
  * file named on the command line (or every file in the named directories),
  * so the corpus is exercised in every `make check` without libFuzzer. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The sandbox of the extraction harnesses (fuzz-unpack, fuzz-deploy): a
  * fresh directory in $TMPDIR (default /tmp) holding the directory a run
  * writes into and, next to it, a sentinel directory with one file the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures for the image tests (`make image-test`, not part of `make check`:
 they need `make static` and, for the boot test, a built image).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Boot the Debian images under qemu (TCG: no KVM here) and drive them from
 the host with cellctl, as the controller would (`make image-boot-test`).
 

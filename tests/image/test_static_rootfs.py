@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The static musl binaries (`make static`, the Alpine cell's) in a root file
 system that holds no libc at all: only our binaries and a few data files.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pytest fixtures for the integration tests (run as root, loopback only).
 
 Puts tests/pylib on sys.path and provides:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-agent's REST API, driven like the Kip controller drives it.
 
 The real binary ($CELL_BUILD/bin/cell-agent) runs on loopback with a

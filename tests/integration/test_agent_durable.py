@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An acknowledged spec is never lost (issue 14): `updatepod` answers 200
 only once the spec is on disk, so a `kill -9` right after the reply, or a
 SIGTERM while the spec still waits for the supervisor, brings the NEW spec

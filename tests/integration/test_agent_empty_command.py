@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``"command": []`` and ``"args": []`` mean "use the image's Entrypoint and
 Cmd", exactly like null, as Kubernetes treats an empty list (issue 14)."""
 from __future__ import annotations

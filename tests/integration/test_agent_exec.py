@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Interactive exec against a real unit, driven by a Python websocket client
 the way the controller's RunInContainer drives it (issue 7), and exec's
 process trees (issue 14).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The agent's helper processes (agent/pullproc.h): image pulls run in a
 cell-pull child and deploy packages are extracted by a cell-unpack child,
 so cell-agent never maps libcurl or libarchive, a crash or a hostile layer

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-agent leaves nothing behind (issue 14), each test failing before its
 fix:
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where Kip and operators look for logs (issue 7), against a real unit:
 
 - the agent's own log also goes to a file (--agent-log, itzo.log on a real

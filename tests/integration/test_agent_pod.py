@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-agent running real pods, driven exactly as the Kip controller drives
 it (tests/pylib/wire.py): a real registry, real containers through
 cell-monitor, mutual TLS. Covers the pod lifecycle of issue 3: running and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-agent: the smaller faults of issue 14, each of which failed before
 its fix: negative `lines`/`bytes` (500 instead of 400), a relative
 `file/?path=` (resolved against the agent's working directory), package

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Init and regular units live in separate namespaces on disk (issue 14).
 
 An init unit ``a`` and a regular unit ``init-a`` once shared

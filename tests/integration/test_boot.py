@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A cell's boot: cell-boot and cell-agent --boot-source against a fake EC2
 IMDS (tests/pylib/metadata.py) and a fake SSM endpoint over HTTPS
 (tests/pylib/ssm.py) whose SigV4 check is botocore's own signer; the same

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cellctl against a real cell-agent: the PKI it makes (checked with
 python-cryptography, and used by the agent), every verb over mutual TLS,
 `run` of the examples with their packages, `exec -it` under a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cellctl's boot payloads consumed by the cell's own boot code, end to end:
 `cellctl userdata` -> cell-cloudinit -> cell-agent (--boot-source dir), and
 `cellctl ssm-payload` -> the fake SSM (through the real AWS CLI) ->

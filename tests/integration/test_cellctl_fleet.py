@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A fleet: 10 cell-agents, each in its own network namespace with its own
 address (a simulated VPC; namespaces named wtctl…), one cellctl dispatching
 examples/hello.yaml to all of them at once; every pod reaches Running and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cellctl convert against PodParameters written from reading Kip's code
 (pkg/server/convert.go, pod_controller.go updatePodUnits, expand.go,
 instanceselector, deploy_util.go) and the virtual-kubelet's environment

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests for cell-cloudinit: the real binary, as root, applying
 user data to a scratch root inside a throwaway mount and UTS namespace
 (``unshare --mount --uts``), against fake metadata services on loopback

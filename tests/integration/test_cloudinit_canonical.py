@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-cloudinit against canonical cloud-init, document by document.
 
 Each document is applied to the same throwaway Debian 12 root

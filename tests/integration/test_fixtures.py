@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks of the test fixtures themselves, against independent clients.
 
 The pull tests trust tests/pylib: the image builder, the registry wrapper,

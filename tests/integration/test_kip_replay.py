@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-agent fed what the real Kip controller sends (issue 7).
 
 A Kubernetes pod manifest goes through the controller's own conversions

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-monitor against real namespaces, mounts and cgroups (as root).
 
 Every test builds units from a static-busybox rootfs and drives them through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-net in a simulated VPC (tests/pylib/vpc.py).
 
 cell-net always runs inside the test's "cell" namespace (nsenter --net),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-agent with a pod network, in the simulated VPC of tests/pylib/vpc.py.
 
 The agent runs inside the "cell" namespace (nsenter --net); the test talks

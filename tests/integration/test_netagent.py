@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The network agent (kube-router) supervised by cell-agent, with a stand-in
 executable that records its arguments and crashes when told to. The agent
 runs in a simulated cell (tests/pylib/vpc.py) so that the primary IP it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests for cell-pull: real pulls from a real docker-registry.
 
 Every test pushes images made by tests/pylib/images.py to Debian's

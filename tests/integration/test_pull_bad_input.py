@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-pull against bad input and bad conditions: full disks, oversized and
 malformed documents from the registry, a registry that answers errors.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cell-pull-cached, cell-pull's curl-free front (imagepull/cached.c).
 
 The agent serves a cache hit itself (pull_from_cache, in process) and runs

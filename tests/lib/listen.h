@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A listening TCP socket on 127.0.0.1 and an ephemeral port, for unit
  * tests of probes (it never accepts: a TCP probe connects through the
  * backlog, an HTTP probe gets no answer unless the test serves it). */

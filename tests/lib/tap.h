@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A tiny TAP producer for the C unit tests: `ok` lines, a plan at the end,
  * exit status 1 when anything failed. */
 #ifndef CELL_TAP_H

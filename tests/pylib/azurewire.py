@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Azure's provisioning pieces for tests: an ovf-env.xml document as the
 platform writes it on the provisioning CD-ROM (CustomData base64 in the
 LinuxProvisioningConfigurationSet), an ISO 9660 image of it (xorriso), and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Apply one user-data document to a Debian root with canonical cloud-init or
 with cell-cloudinit, boot twice, and describe what changed.
 

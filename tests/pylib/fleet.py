@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A simulated VPC of cells on this machine: one network namespace for the
 controller side (a docker-registry on a VPC address, and whatever runs
 inside ``Fleet.ctl_ns()``) and one per cell with cell-agent at its own

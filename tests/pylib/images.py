@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build OCI/Docker images in Python and push them to a registry; no Docker.
 
 Layers are tar streams (tarfile, PAX format) made from a declarative list of

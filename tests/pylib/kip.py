@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the Kip controller does to a Kubernetes pod before a cell sees it,
 re-expressed in Python from reading elotl/kip (739ad20) so that tests send
 exactly what the real controller sends, in the order it sends it.

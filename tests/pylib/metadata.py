@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fake cloud metadata services on 127.0.0.1, for cell-cloudinit's tests.
 
 They follow the public APIs as the clouds document them, closely enough that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TCP forwarding between network namespaces, for tests whose parts live in
 different ones (the test process and the registry in the host's, cell-agent
 in a simulated cell's).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A throwaway PKI for tests: a CA, server and client certificates.
 
 Everything is ECDSA P-256 with SHA-256 signatures. Private keys are written

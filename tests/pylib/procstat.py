@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Figures of a running process from /proc, for the soak and the bench."""
 
 

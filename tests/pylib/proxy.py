@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small fault-injecting HTTP proxy for registry tests (loopback only).
 
 ``Proxy(upstream_port)`` listens on 127.0.0.1:<free port> and forwards every

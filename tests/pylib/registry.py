@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real registry for tests: Debian's docker-registry (distribution 2.8).
 
 ``Registry`` runs ``/usr/bin/docker-registry serve CONFIG`` on 127.0.0.1 with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A fake AWS Systems Manager (SSM) Parameter Store endpoint on 127.0.0.1.
 
 It speaks the AWS JSON 1.1 protocol the way the service does (``POST /`` with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A bearer-token server for docker-registry's ``auth: token`` mode.
 
 It follows the Docker token authentication spec as distribution 2.8 checks

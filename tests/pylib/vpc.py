@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A simulated VPC built from network namespaces, for cell-net's tests.
 
     peer (10.99.0.20/24) ──┐

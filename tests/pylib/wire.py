@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A client that speaks WIRE.md the way the Kip controller does.
 
 * Mutual TLS with a client certificate (see pki.py); the cell is verified by

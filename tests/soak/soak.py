@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Soak cell-agent (issue 14; `make soak`, never in CI): SOAK_MINUTES
 (default 30) of what a long-lived cell sees, then a count of what leaked.
 

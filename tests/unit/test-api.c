@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The REST API in-process: a fake backend, throwaway certificates made
  * here with OpenSSL, libcurl with client certificates as the HTTP client
  * and a small websocket client of our own over OpenSSL.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the registry authentication inputs: WWW-Authenticate
  * challenges, docker config.json look-ups and token endpoint replies. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the boot pieces that need no network: the flat YAML map,
  * the payload check and its all-or-nothing writer, the IMDS credentials
  * document, and the XML reader behind ovf-env.xml and the goal state. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of cellctl's pure parts: websocket frames and stream messages,
  * quantities as cellctl uses them, $(VAR) expansion, Go's float formatting of
  * resources, YAML scalars, and Kip's instance selection against a table with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of cell-cloudinit: the user-data parser (every key, the
  * encodings, multipart, gzip, malformed YAML with line numbers, caps,
  * unknown keys), the meta-data parsers, and the modules against a

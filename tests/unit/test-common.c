@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the common library: errors, buffers, safe paths, digests. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* CRI log writer and reader: record format, partial lines, long-line
  * splitting, rotation, and tails by lines and bytes. */
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Deploy packages: the multipart parser, and extraction against a corpus
  * of hostile archives (names that climb, links that escape, writes
  * through links, hardlinks to outside), plus the atomic replacement. */

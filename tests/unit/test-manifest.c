@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the registry document parsers: manifests and indexes (with
  * platform selection and layer compression), platforms and image configs. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* netsetup's pure parts: the nat rule plan, the port and CIDR parsers, the
  * state file round trip; and the network agent's command line. */
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of probes (agent/probe.c): tcp, http and https attempts against
  * sockets opened here, and the state machine with a fake attempt and a
  * synthetic clock. Exec probes need a running unit: integration tests. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of image reference parsing: Docker's normalisation of short
  * names and the distribution grammar, table-driven. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The runtime's pure parts and the parts that work on a fake root: run.json
  * parsing and serialization, state.json/exit.json, exit decisions, cgroup
  * layouts (v1, v2, hybrid, nested) on a plain directory tree, the mount

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the supervisor's decisions (agent/plan.c) on a fake clock:
  * restart policies, back-off with its cap and reset, init units in order,
  * spec changes (and the reordered spec Kip re-sends, which restarts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Pod sysctls (runtime/sysctl.c): which are namespaced, what is refused, and
  * applying them inside a namespace of our own (never the host's: this test
  * makes a throwaway IPC namespace). Runs as root for setns. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the layer unpacker (imagepull/unpack.c): every entry type
  * and its metadata, multi-layer FLAT application with whiteouts, the
  * OVERLAY form checked against a real overlayfs mount, and a corpus of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of pod volumes and unit mounts (agent/volumes.c). Runs as
  * root for the tmpfs of a memory emptyDir. */
 /* The fixtures build spec structs from string literals. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the controller ↔ cell JSON (agent/wire.c): PodParameters as
  * Kip's controller marshals them, defaults, Kubernetes quantities, named
  * probe ports, every error with its message, unit fingerprints, and the
