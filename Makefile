@@ -50,9 +50,8 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wwrite-strings \
 CFLAGS ?= -O2 -g
 SAN ?=
 HARDEN := -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3 -fstack-protector-strong
-ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
-	-DCELL_VERSION='"$(VERSION)"' -Icommon -Iimagepull -Icloudinit \
-	-Iagent -Iruntime -Inetsetup -Iboot -Icontroller -I$(CIVETWEB)/include $(PKG_CFLAGS) \
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
+	-DCELL_VERSION='"$(VERSION)"' $(COMP_INC) $(PKG_CFLAGS) \
 	-fno-strict-aliasing $(HARDEN) -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/pullproc.h).
@@ -78,6 +77,41 @@ CTL_SRC := $(filter-out controller/main.c,$(wildcard controller/*.c))
 AGENT_SRC := $(filter-out agent/main.c agent/unpack-main.c,$(wildcard agent/*.c))
 RUNTIME_SRC := $(filter-out runtime/main.c,$(wildcard runtime/*.c))
 
+# ---- Layering (HACKING.md "Layering"): which component may use which ----
+# A component sees common/, its own folder (a quoted include looks beside
+# the file first) and the public headers of the components it may use,
+# which $(OUT)/include/<component>/ holds (links to the headers listed
+# here, nothing else); each binary links only those archives. So an
+# include of another component's -internal.h, or of a component not
+# allowed, fails to compile, and a call across the graph fails to link.
+PUB_imagepull := imagepull/pull.h imagepull/unpack.h
+PUB_runtime := runtime/runtime.h runtime/sysctl.h
+PUB_netsetup := netsetup/netsetup.h
+PUB_cloudinit := cloudinit/cloudinit.h
+USES_agent := runtime netsetup imagepull
+USES_boot := cloudinit
+USES_netsetup := cloudinit
+USES_cloudinit :=
+USES_imagepull :=
+USES_runtime :=
+USES_controller :=
+USES_common :=
+PUB_HDRS := $(addprefix $(OUT)/include/,$(foreach c,imagepull runtime \
+	netsetup cloudinit,$(PUB_$(c))))
+uses_inc = -Icommon $(foreach u,$(USES_$(1)),-I$(OUT)/include/$(u))
+INC_agent := -I$(CIVETWEB)/include # the agent alone serves HTTP
+$(foreach c,agent boot netsetup cloudinit imagepull runtime controller \
+	common,$(eval $(OUT)/obj/$(c)/%.o: COMP_INC = $(call uses_inc,$(c)) \
+	$(INC_$(c))))
+# Tests and fuzz harnesses reach into every component's internals.
+$(OUT)/obj/tests/%.o: COMP_INC = -Icommon -Iimagepull -Icloudinit -Iagent \
+	-Iruntime -Inetsetup -Iboot -Icontroller -I$(CIVETWEB)/include
+
+.SECONDARY: $(PUB_HDRS)
+$(OUT)/include/%.h: %.h
+	@mkdir -p $(dir $@)
+	$(Q)ln -sfr $< $@
+
 COMMON_LIB := $(OUT)/lib/libcommon.a
 PULL_LIB := $(OUT)/lib/libimagepull.a
 CINIT_LIB := $(OUT)/lib/libcloudinit.a
@@ -87,6 +121,16 @@ RUNTIME_LIB := $(OUT)/lib/libruntime.a
 NET_LIB := $(OUT)/lib/libnetsetup.a
 CTL_LIB := $(OUT)/lib/libcellctl.a
 CIVETWEB_LIB := $(OUT)/lib/libcivetweb.a
+# Each binary's archives, users before what they use.
+LIBS_agent := $(AGENT_LIB) $(RUNTIME_LIB) $(NET_LIB) $(PULL_LIB) \
+	$(CIVETWEB_LIB) $(COMMON_LIB)
+LIBS_boot := $(BOOT_LIB) $(CINIT_LIB) $(COMMON_LIB)
+LIBS_netsetup := $(NET_LIB) $(CINIT_LIB) $(COMMON_LIB)
+LIBS_cloudinit := $(CINIT_LIB) $(COMMON_LIB)
+LIBS_imagepull := $(PULL_LIB) $(COMMON_LIB)
+LIBS_runtime := $(RUNTIME_LIB) $(COMMON_LIB)
+LIBS_controller := $(CTL_LIB) $(COMMON_LIB)
+# Tests link everything.
 LIBS := $(CTL_LIB) $(AGENT_LIB) $(RUNTIME_LIB) $(CIVETWEB_LIB) $(BOOT_LIB) $(PULL_LIB) $(NET_LIB) \
 	$(CINIT_LIB) $(COMMON_LIB)
 
@@ -120,7 +164,7 @@ ifeq ($(V),0)
 Q := @
 endif
 
-$(OUT)/obj/%.o: %.c
+$(OUT)/obj/%.o: %.c | $(PUB_HDRS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
@@ -139,7 +183,12 @@ $(CINIT_LIB): $(call obj,$(CINIT_SRC))
 
 $(CIVETWEB)/.cell-stamp:
 	@echo "civetweb's source is missing: run scripts/deps.sh" >&2; exit 1
+# Whatever may include civetweb.h waits for its source, so that a fresh
+# clone's `make` says the line above rather than "civetweb.h: No such file".
+$(call obj,$(wildcard agent/*.c) $(UNIT_SRC) $(FUZZ_SRC) \
+	tests/fuzz/replay.c): | $(CIVETWEB)/.cell-stamp
 
+$(CIVETWEB)/src/civetweb.c: $(CIVETWEB)/.cell-stamp
 $(OUT)/civetweb/civetweb.o: $(CIVETWEB)/src/civetweb.c $(CIVETWEB)/.cell-stamp
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
@@ -174,7 +223,7 @@ $(CTL_DATA): controller/data/aws-us-east-1.json
 	@mkdir -p $(dir $@)
 	$(Q)cp $< $@
 
-$(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS)
+$(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS_controller)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -189,38 +238,38 @@ AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap \
 ifeq ($(STATIC),1)
 AGENT_LDLIBS := $(PKG_LIBS) # everything static already
 endif
-$(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS)
+$(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS_agent)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(AGENT_LDLIBS)
 
 # cell-unpack: the deploy-package extractor the agent runs as a child.
-$(OUT)/bin/cell-unpack: $(call obj,agent/unpack-main.c) $(LIBS)
+$(OUT)/bin/cell-unpack: $(call obj,agent/unpack-main.c) $(LIBS_agent)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/bin/cell-monitor: $(call obj,runtime/main.c) $(LIBS)
+$(OUT)/bin/cell-monitor: $(call obj,runtime/main.c) $(LIBS_runtime)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/bin/cell-cloudinit: $(call obj,cloudinit/main.c) $(LIBS)
+$(OUT)/bin/cell-cloudinit: $(call obj,cloudinit/main.c) $(LIBS_cloudinit)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/bin/cell-boot: $(call obj,boot/main.c) $(LIBS)
+$(OUT)/bin/cell-boot: $(call obj,boot/main.c) $(LIBS_boot)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/bin/cell-net: $(call obj,netsetup/main.c) $(LIBS)
+$(OUT)/bin/cell-net: $(call obj,netsetup/main.c) $(LIBS_netsetup)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(OUT)/bin/cell-pull: $(call obj,imagepull/main.c) $(LIBS)
+$(OUT)/bin/cell-pull: $(call obj,imagepull/main.c) $(LIBS_imagepull)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -229,7 +278,7 @@ $(OUT)/bin/cell-pull: $(call obj,imagepull/main.c) $(LIBS)
 # --as-needed keeps libcurl and libarchive out of its NEEDED list.
 # Static libcrypto and jansson, as cell-agent: it starts on every unit
 # start, and the loader's work is what it exists to save.
-$(OUT)/bin/cell-pull-cached: $(call obj,imagepull/cached-main.c) $(LIBS)
+$(OUT)/bin/cell-pull-cached: $(call obj,imagepull/cached-main.c) $(LIBS_imagepull)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(if $(filter 1,$(STATIC)),$(PKG_LIBS),\

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "quantity.h"
 
 #define UPDATEPOD_MAX (8u << 20) /* request body cap */
 
@@ -183,12 +184,8 @@ struct pod_spec {
 int wire_parse_pod(const char *buf, size_t len, struct pod_spec *out,
 		   struct cerr *e);
 void pod_spec_free(struct pod_spec *p);
-/* A Kubernetes quantity ("1Gi", "500M", "1e3", "1500m") in whole units,
- * rounded up; EINVAL when malformed or negative, ERANGE above INT64_MAX. */
-int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e);
-/* The same in thousandths, rounded up like Quantity.MilliValue() ("500m" →
- * 500, "1.5" → 1500): CPU. */
-int wire_parse_quantity_milli(const char *s, int64_t *out, struct cerr *e);
+/* What a struct probe owns (a spec's, or a probe job's copy). */
+void probe_free(struct probe *p);
 
 /* ---- status (wire.c serializes PodStatusReply from this) ---- */
 

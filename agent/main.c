@@ -262,7 +262,7 @@ static int parse_size(const char *flag, const char *s, int64_t *out)
 {
 	struct cerr e = {0};
 
-	if (wire_parse_quantity(s, out, &e) < 0 || *out < 1) {
+	if (quantity_value(s, out, &e) < 0 || *out < 1) {
 		fprintf(stderr, "cell-agent: --%s: %s\n", flag,
 			e.code ? e.msg : "must be at least 1 byte");
 		return -1;
@@ -371,8 +371,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				o->pod_memory_reserve = -1;
 				break;
 			}
-			if (wire_parse_quantity(optarg, &o->pod_memory_reserve,
-						&qe) < 0) {
+			if (quantity_value(optarg, &o->pod_memory_reserve,
+					   &qe) < 0) {
 				fprintf(stderr,
 					"cell-agent: --pod-memory-reserve: "
 					"%s\n",

@@ -42,20 +42,6 @@ static void probe_copy(struct probe *d, const struct probe *s)
 	}
 }
 
-static void probe_copy_free(struct probe *p)
-{
-	strv_free(p->exec_command);
-	free(p->path);
-	free(p->host);
-	free(p->scheme);
-	free(p->port_name);
-	for (size_t i = 0; i < p->n_http_headers; i++) {
-		free(p->http_headers[i].name);
-		free(p->http_headers[i].value);
-	}
-	free(p->http_headers);
-}
-
 struct probe_job *probe_job_new(const char *unit, bool is_init, int seq,
 				enum probe_which w, const struct probe *p,
 				const struct probe_ctx *c)
@@ -78,7 +64,7 @@ void probe_job_free(struct probe_job *j)
 	if (!j)
 		return;
 	free(j->unit);
-	probe_copy_free(&j->probe);
+	probe_free(&j->probe);
 	free(j->monitor_bin);
 	free(j->unit_dir);
 	free(j->default_host);

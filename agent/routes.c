@@ -424,6 +424,19 @@ char *log_path(struct api *a, const char *unit, bool previous, struct cerr *e)
 	return p;
 }
 
+/* A tail read into out (rc from the reader; e its error when < 0) as the
+ * reply: the text, or the error. out is freed. */
+static int reply_tail(struct mg_connection *c, int rc, struct buf *out,
+		      struct cerr *e)
+{
+	int status = rc < 0 ? reply_err(c, e)
+			    : reply(c, 200, "text/plain; charset=utf-8",
+				    out->data ? out->data : "", out->len);
+
+	buf_free(out);
+	return status;
+}
+
 static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
 {
 	struct logq q;
@@ -432,7 +445,6 @@ static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
 	cleanup_close int fd = -1;
 	struct buf out;
 	struct stat st;
-	int status;
 
 	if (logq_parse(r, &q, &e) < 0)
 		return reply_err(c, &e);
@@ -451,14 +463,10 @@ static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
 		return reply_err(c, &e);
 	}
 	buf_init(&out, 0);
-	if (logread_tail(path, fd, st.st_size, q.lines, q.bytes, q.metadata,
-			 &out, &e) < 0)
-		status = reply_err(c, &e);
-	else
-		status = reply(c, 200, "text/plain; charset=utf-8",
-			       out.data ? out.data : "", out.len);
-	buf_free(&out);
-	return status;
+	return reply_tail(c,
+			  logread_tail(path, fd, st.st_size, q.lines, q.bytes,
+				       q.metadata, &out, &e),
+			  &out, &e);
 }
 
 static int h_file(struct mg_connection *c, const struct route *r)
@@ -467,7 +475,7 @@ static int h_file(struct mg_connection *c, const struct route *r)
 	int64_t lines, bytes;
 	struct cerr e = {0};
 	struct buf out;
-	int f = query_get(r, "path", path, sizeof(path)), status;
+	int f = query_get(r, "path", path, sizeof(path));
 
 	if (f < 0)
 		return reply_errf(c, EINVAL, "path parameter is too long");
@@ -482,13 +490,7 @@ static int h_file(struct mg_connection *c, const struct route *r)
 	    query_int(r, "bytes", &bytes, &e) < 0)
 		return reply_err(c, &e);
 	buf_init(&out, 0);
-	if (file_tail(path, lines, bytes, &out, &e) < 0)
-		status = reply_err(c, &e);
-	else
-		status = reply(c, 200, "text/plain; charset=utf-8",
-			       out.data ? out.data : "", out.len);
-	buf_free(&out);
-	return status;
+	return reply_tail(c, file_tail(path, lines, bytes, &out, &e), &out, &e);
 }
 
 struct upload {

@@ -5,6 +5,7 @@
  * restart decision. Each run has its own directory <unit>/<seq>/ so a
  * restart never reuses a rootfs or a log; the previous run's directory
  * stays for `logs?previous`. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -19,7 +20,6 @@
 #include "fsutil.h"
 #include "log.h"
 #include "podrun.h"
-#include "pull-internal.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "sup-internal.h"
@@ -115,8 +115,11 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
 	cleanup_free char *config = xasprintf("%s/image-config.json", run);
-	const char *argv[64 + 2 * 32];
-	int n = 0, credfd = -1, rc;
+	/* Sixteen: each fixed option below at most once and the NULL; then a
+	 * pair per insecure registry. */
+	size_t n = 0, cap = 16 + 2 * strv_len(s->insecure);
+	cleanup_free const char **argv = xcalloc(cap, sizeof(*argv));
+	int credfd = -1, rc;
 	struct epoll_event ev = {.events = EPOLLIN};
 
 	argv[n++] = s->o.pull_bin;
@@ -134,7 +137,7 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	argv[n++] = config;
 	argv[n++] = "--progress";
 	argv[n++] = "json";
-	for (size_t i = 0; s->insecure && s->insecure[i] && i < 32; i++) {
+	for (size_t i = 0; s->insecure && s->insecure[i]; i++) {
 		argv[n++] = "--insecure-registry";
 		argv[n++] = s->insecure[i];
 	}
@@ -146,6 +149,7 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 		argv[n++] = "0";
 	}
 	argv[n] = NULL;
+	assert(n < cap);
 	u->pull = xcalloc(1, sizeof(*u->pull));
 	rc = s->ops->pull_spawn((char *const *)argv, credfd, u->pull, e);
 	if (credfd >= 0)
@@ -155,11 +159,18 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 		u->pull = NULL;
 		return -1;
 	}
-	/* By fd, as unit_watch: the record array moves. */
+	/* By fd, as unit_watch: the record array moves. A pull the loop
+	 * does not watch would never end the unit's wait: stop it. */
 	ev.data.fd = u->pull->pidfd;
-	epoll_ctl(s->epfd, EPOLL_CTL_ADD, u->pull->pidfd, &ev);
+	rc = epoll_ctl(s->epfd, EPOLL_CTL_ADD, u->pull->pidfd, &ev);
 	ev.data.fd = u->pull->outfd;
-	epoll_ctl(s->epfd, EPOLL_CTL_ADD, u->pull->outfd, &ev);
+	if (rc == 0)
+		rc = epoll_ctl(s->epfd, EPOLL_CTL_ADD, u->pull->outfd, &ev);
+	if (rc < 0) {
+		cerr_sys(e, "watch the pull of %s", u->spec->image);
+		unit_pull_cancel(s, u);
+		return -1;
+	}
 	return 0;
 }
 

@@ -42,7 +42,7 @@ static bool in(const char *s, const char *const *list)
 	return false;
 }
 
-static void user_free(struct ci_user *u)
+void ci_user_free(struct ci_user *u)
 {
 	free(u->name);
 	free(u->gecos);
@@ -228,11 +228,11 @@ static void user_add(struct ci_parse *ps, const struct ynode *at,
 		if (!ynode_is_null(m) && ynode_bool(m, &yes) < 0) {
 			ERR(ps, m, "users: settings of '%s' must be a mapping",
 			    name);
-			user_free(&u);
+			ci_user_free(&u);
 			return;
 		}
 		if (!yes) {
-			user_free(&u);
+			ci_user_free(&u);
 			return;
 		}
 		m = NULL;
@@ -241,10 +241,10 @@ static void user_add(struct ci_parse *ps, const struct ynode *at,
 		if (u.name && !ci_name_ok(u.name))
 			ERR(ps, at, "users: '%.40s' is not a valid user name",
 			    u.name);
-		user_free(&u);
+		ci_user_free(&u);
 		return;
 	}
-	*CI_PUSH(c->users, c->n_users, c->cap_users) = u;
+	*VEC_PUSH(c->users, c->n_users, c->cap_users) = u;
 }
 
 static int by_str(const void *a, const void *b)
@@ -255,7 +255,7 @@ static int by_str(const void *a, const void *b)
 static void users_clear(struct ci_config *c)
 {
 	for (size_t i = 0; i < c->n_users; i++)
-		user_free(&c->users[i]);
+		ci_user_free(&c->users[i]);
 	c->n_users = 0;
 }
 
@@ -310,7 +310,7 @@ static void group_add(struct ci_parse *ps, const struct ynode *at,
 		return;
 	}
 	g.name = xstrdup(name);
-	*CI_PUSH(c->groups, c->n_groups, c->cap_groups) = g;
+	*VEC_PUSH(c->groups, c->n_groups, c->cap_groups) = g;
 }
 
 static void group_map(struct ci_parse *ps, const struct ynode *m)
@@ -389,9 +389,4 @@ int ci_cc_default_user(const char *text, size_t len, struct ci_user *out)
 	ci_config_free(&cfg);
 	ytree_free(&t);
 	return r;
-}
-
-void ci_user_free(struct ci_user *u)
-{
-	user_free(u);
 }

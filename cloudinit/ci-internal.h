@@ -19,6 +19,8 @@
 #include "buf.h"
 #include "cloudinit.h"
 #include "err.h"
+#include "util.h"
+#include "yamltree.h"
 
 /* ---- caps on outside input ---- */
 /* User data, raw and after gunzip; the controller sends at most 16,000
@@ -29,24 +31,11 @@
 #define CI_MAX_CONTENT_FILE (16u << 20)
 #define CI_MAX_METADATA (64u << 10)  /* one meta-data value or file */
 #define CI_MAX_AZURE_JSON (1u << 20) /* Azure's instance document */
-#define CI_MAX_YAML_NODES 100000     /* nodes, aliases expanded */
-#define CI_MAX_YAML_DEPTH 64
 #define CI_MAX_MIME_PARTS 256
 #define CI_MAX_MIME_DEPTH 8
 #define CI_MAX_KEYS 64 /* public SSH keys taken from meta-data */
 #define CI_MAX_PROBLEMS 200
 #define CI_MAX_ETC_FILE (8u << 20) /* /etc/passwd and friends */
-
-/* A vector that grows by doubling; n and cap are size_t fields. */
-#define CI_PUSH(arr, n, cap)                                                   \
-	({                                                                     \
-		if ((n) == (cap)) {                                            \
-			(cap) = (cap) ? 2 * (cap) : 4;                         \
-			(arr) = xrealloc((arr), (cap) * sizeof(*(arr)));       \
-		}                                                              \
-		memset(&(arr)[(n)], 0, sizeof(*(arr)));                        \
-		&(arr)[(n)++];                                                 \
-	})
 
 /* ---- problems: what the parser found, with the line it is on ---- */
 enum ci_sev { CI_WARN, CI_ERROR };
@@ -78,40 +67,6 @@ int ci_b64_decode(const char *in, size_t len, struct buf *out, struct cerr *e);
 /* Gunzip (concatenated members allowed) into out, whose max caps the
  * output: a gzip bomb fails with EFBIG after max bytes. */
 int ci_gunzip(const void *in, size_t len, struct buf *out, struct cerr *e);
-
-/* ---- yamltree.c: libyaml events into a small tree with line numbers ---- */
-enum ynode_type { Y_SCALAR, Y_SEQ, Y_MAP };
-
-struct ynode {
-	enum ynode_type type;
-	int line;    /* 1-based */
-	char *value; /* Y_SCALAR: NUL-terminated (may hold NULs) */
-	size_t len;  /* Y_SCALAR */
-	bool plain;  /* unquoted scalar: subject to null/bool/int rules */
-	char *tag;   /* explicit tag ("tag:yaml.org,2002:binary") or NULL */
-	struct ynode **kids; /* Y_SEQ items; Y_MAP key, value, key, … */
-	size_t n, cap;
-};
-
-struct ytree {
-	struct ynode *root; /* NULL for an empty document */
-	size_t nodes;
-};
-
-/* Parse one YAML document. On a syntax error: -1, *line and e say where
- * and what. */
-int ytree_parse(const char *text, size_t len, struct ytree *t, int *line,
-		struct cerr *e);
-void ytree_free(struct ytree *t);
-/* Plain null, "~", "null" or an empty plain scalar. */
-bool ynode_is_null(const struct ynode *n);
-/* YAML 1.1 booleans (yes/no/on/off/true/false), as PyYAML reads them;
- * quoted strings with those words count too, as cloud-init's is_true. */
-int ynode_bool(const struct ynode *n, bool *out);
-/* YAML 1.1 integers: decimal, 0-prefixed octal, 0x hex, 0b binary. */
-int ynode_int(const struct ynode *n, long long *out);
-/* The value at key in a mapping, or NULL. */
-const struct ynode *ynode_get(const struct ynode *map, const char *key);
 
 /* ---- the typed config ---- */
 struct ci_cmd {

@@ -232,7 +232,7 @@ static int cmds(struct ci_parse *ps, const struct ynode *n, const char *what,
 			strv_free(c.argv);
 			continue;
 		}
-		*CI_PUSH(*vp, *np, *capp) = c;
+		*VEC_PUSH(*vp, *np, *capp) = c;
 	}
 	return 0;
 }
@@ -467,7 +467,7 @@ static void file_entry(struct ci_parse *ps, const struct ynode *m,
 		free(f.data);
 		return;
 	}
-	*CI_PUSH(*vp, *np, *capp) = f;
+	*VEC_PUSH(*vp, *np, *capp) = f;
 }
 
 static void files(struct ci_parse *ps, const struct ynode *n, const char *what,

@@ -165,15 +165,15 @@ char *ci_hosts_canonical(const char *old, size_t len, bool existed,
 			if (h.f[1] && !strcmp(h.f[1], fqdn) && alias)
 				need = false;
 			h.tail = (free(h.tail), xstrdup(""));
-			*CI_PUSH(mine, nm, mcap) = h;
+			*VEC_PUSH(mine, nm, mcap) = h;
 		} else {
-			*CI_PUSH(v, n, cap) = h;
+			*VEC_PUSH(v, n, cap) = h;
 		}
 		p += ln + (nl ? 1 : 0);
 	}
 	buf_init(&b, 0);
 	if (need) {
-		struct hline *add = CI_PUSH(mine, nm, mcap);
+		struct hline *add = VEC_PUSH(mine, nm, mcap);
 		add->f = xcalloc(4, sizeof(char *));
 		add->f[0] = xstrdup("127.0.1.1");
 		add->f[1] = xstrdup(fqdn);
@@ -476,10 +476,10 @@ static int mod_ssh_keys(const struct ci_ctx *c)
 	int r;
 
 	for (char **k = c->cfg->ssh_keys; k && *k; k++)
-		*CI_PUSH(all, n, cap) = *k;
+		*VEC_PUSH(all, n, cap) = *k;
 	for (char **k = c->meta ? c->meta->keys : NULL; k && *k; k++)
-		*CI_PUSH(all, n, cap) = *k;
-	*CI_PUSH(all, n, cap) = NULL;
+		*VEC_PUSH(all, n, cap) = *k;
+	*VEC_PUSH(all, n, cap) = NULL;
 	r = ci_authorize_keys(c->rootfd, c->o->default_user, all, &e);
 	if (r < 0)
 		ci_log(LOG_ERROR, "ssh_authorized_keys: %s", e.msg);

@@ -28,7 +28,7 @@ int ci_problem_add(struct ci_problems *p, enum ci_sev sev, const char *part,
 	if (vasprintf(&msg, fmt, ap) < 0)
 		abort();
 	va_end(ap);
-	q = CI_PUSH(p->v, p->n, p->cap);
+	q = VEC_PUSH(p->v, p->n, p->cap);
 	q->sev = sev;
 	q->line = line;
 	q->part = part ? xstrdup(part) : NULL;

@@ -101,7 +101,7 @@ static struct ci_script *script_slot(struct ci_script **v, size_t *n,
 		s->name = name;
 		return s;
 	}
-	s = CI_PUSH(*v, *n, *cap);
+	s = VEC_PUSH(*v, *n, *cap);
 	s->name = name;
 	return s;
 }
@@ -380,18 +380,8 @@ void ci_config_free(struct ci_config *c)
 	cmds_free(c->runcmd, c->n_runcmd);
 	free(c->hostname);
 	free(c->fqdn);
-	for (size_t i = 0; i < c->n_users; i++) {
-		struct ci_user *u = &c->users[i];
-		free(u->name);
-		free(u->gecos);
-		free(u->homedir);
-		free(u->shell);
-		free(u->primary_group);
-		free(u->passwd);
-		strv_free(u->groups);
-		strv_free(u->sudo);
-		strv_free(u->keys);
-	}
+	for (size_t i = 0; i < c->n_users; i++)
+		ci_user_free(&c->users[i]);
 	free(c->users);
 	for (size_t i = 0; i < c->n_groups; i++) {
 		free(c->groups[i].name);

@@ -95,7 +95,7 @@ static int etc_load(int rootfd, struct etc *f, const char *rel, mode_t mode,
 		end = strchr(line, '\n');
 		if (end)
 			*end++ = '\0';
-		*CI_PUSH(f->lines, f->n, f->cap) = xstrdup(line);
+		*VEC_PUSH(f->lines, f->n, f->cap) = xstrdup(line);
 	}
 	buf_free(&b);
 	return 0;
@@ -205,7 +205,7 @@ static long alloc_id(const struct db *d, bool gid, bool system)
 
 static void etc_add(struct etc *f, char *line)
 {
-	*CI_PUSH(f->lines, f->n, f->cap) = line;
+	*VEC_PUSH(f->lines, f->n, f->cap) = line;
 	f->dirty = true;
 }
 

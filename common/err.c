@@ -41,18 +41,32 @@ int cerr_sys(struct cerr *e, const char *fmt, ...)
 	return -1;
 }
 
+/* "context: old". When that is too long for the buffer, its middle gives
+ * way: the outermost context and the innermost cause (the end of the
+ * chain, the one that says what went wrong) are kept. */
 int cerr_prefix(struct cerr *e, const char *fmt, ...)
 {
-	char head[CERR_MSG_MAX], old[CERR_MSG_MAX];
+	static const char cut[] = "...";
+	const size_t max = sizeof(e->msg) - 1, front = max / 4;
+	char head[CERR_MSG_MAX], all[2 * CERR_MSG_MAX];
 	va_list ap;
+	size_t n;
 
 	if (!e)
 		return -1;
 	va_start(ap, fmt);
 	vsnprintf(head, sizeof(head), fmt, ap);
 	va_end(ap);
-	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", head, old);
+	snprintf(all, sizeof(all), "%s: %s", head, e->msg);
+	n = strlen(all);
+	if (n <= max) {
+		memcpy(e->msg, all, n + 1);
+	} else {
+		size_t back = max - front - strlen(cut);
+		memcpy(e->msg, all, front);
+		memcpy(e->msg + front, cut, strlen(cut));
+		memcpy(e->msg + front + strlen(cut), all + n - back, back + 1);
+	}
 	if (!e->code)
 		e->code = EIO;
 	return -1;

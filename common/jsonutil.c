@@ -23,6 +23,18 @@ json_t *json_parse_object(const char *buf, size_t len, struct cerr *e)
 	return j;
 }
 
+json_t *jget(const json_t *obj, const char *key)
+{
+	json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+	return json_is_null(v) ? NULL : v;
+}
+
+const char *js(const json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+	return s ? s : "";
+}
+
 const char *jstr(const json_t *obj, const char *key)
 {
 	json_t *v = json_object_get(obj, key);

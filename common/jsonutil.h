@@ -19,8 +19,13 @@ static inline void cell_json_decrefp(json_t **j)
 
 /* Parse a buffer that must hold one JSON object. */
 json_t *json_parse_object(const char *buf, size_t len, struct cerr *e);
+/* The member at key when obj is an object and the member is not null, or
+ * NULL: Go's absent, nil and omitted all read the same. */
+json_t *jget(const json_t *obj, const char *key);
 /* The string at key, or NULL when absent, null or not a string. */
 const char *jstr(const json_t *obj, const char *key);
+/* The same, or "" where jstr gives NULL. */
+const char *js(const json_t *obj, const char *key);
 /* A copy of the string at key, or NULL. */
 char *jstrdup(const json_t *obj, const char *key);
 /* An array of strings at key as a NULL-terminated vector; *out is NULL when

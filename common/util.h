@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "err.h"
 
@@ -35,5 +36,16 @@ uint64_t now_ns(void);
 int64_t wall_ns(void);
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A vector that grows by doubling; n and cap are size_t fields. */
+#define VEC_PUSH(arr, n, cap)                                                  \
+	({                                                                     \
+		if ((n) == (cap)) {                                            \
+			(cap) = (cap) ? 2 * (cap) : 4;                         \
+			(arr) = xrealloc((arr), (cap) * sizeof(*(arr)));       \
+		}                                                              \
+		memset(&(arr)[(n)], 0, sizeof(*(arr)));                        \
+		&(arr)[(n)++];                                                 \
+	})
 
 #endif

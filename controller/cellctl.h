@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "quantity.h"
 
 #define CTL_PORT 6421
 #define CTL_SERVER_NAME "MilpaNode"
@@ -85,13 +86,6 @@ int ws_send_chan(struct ws *w, int ch, const void *p, size_t n, struct cerr *e);
  * WS_CLOSED when the peer closed; -1 on error. Pings are answered here. */
 int ws_recv(struct ws *w, int timeout_ms, int *ch, struct buf *payload,
 	    struct cerr *e);
-
-/* Kubernetes quantities: the agent's parser (agent/wire.c), one for the
- * project: wire_parse_quantity (Value) and wire_parse_quantity_milli. */
-int wire_parse_quantity(const char *s, int64_t *out, struct cerr *e);
-int wire_parse_quantity_milli(const char *s, int64_t *out, struct cerr *e);
-#define quantity_value wire_parse_quantity
-#define quantity_milli wire_parse_quantity_milli
 
 /* ---- kdoc.c: YAML or JSON documents into jansson ---- */
 

@@ -21,19 +21,6 @@
 #define GPU_RESOURCE "nvidia.com/gpu"
 #define ELOTL_PREFIX "pod.elotl.co/"
 
-/* A member that is present and not null. */
-static json_t *jget(const json_t *o, const char *k)
-{
-	json_t *v = json_is_object(o) ? json_object_get(o, k) : NULL;
-	return json_is_null(v) ? NULL : v;
-}
-
-static const char *js(const json_t *o, const char *k)
-{
-	const char *s = json_string_value(jget(o, k));
-	return s ? s : "";
-}
-
 /* Copy o[k] to out[k] when it is a non-empty string (omitempty). */
 static void copy_str(json_t *out, const json_t *o, const char *k)
 {

@@ -17,13 +17,8 @@
 #include "buf.h"
 #include "cleanup.h"
 #include "ctl-internal.h"
+#include "jsonutil.h"
 #include "util.h"
-
-static const char *js(const json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-	return s ? s : "";
-}
 
 /* Kubernetes $(VAR) expansion (k8s.io/kubernetes third_party expansion):
  * "$$" is a literal "$", "$(NAME)" the variable or itself when unset. */

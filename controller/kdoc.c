@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Kubernetes manifests (YAML or JSON) into one jansson value. YAML goes
- * through cloudinit's libyaml tree (the project's one YAML reader, with its
- * node and depth caps) and becomes JSON the way sigs.k8s.io/yaml reads it:
+ * through common/yamltree (the project's one reader of YAML documents, with
+ * its node and depth caps) and becomes JSON the way sigs.k8s.io/yaml reads it:
  * YAML 1.1 plain scalars become null, booleans, integers or floats; quoted
  * scalars stay strings. This is the only controller file that sees YAML. */
 #include <ctype.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cellctl.h"
-#include "ci-internal.h"
+#include "yamltree.h"
 #include "cleanup.h"
 #include "fsutil.h"
 #include "jsonutil.h"

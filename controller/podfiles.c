@@ -14,22 +14,11 @@
 #include "base64.h"
 #include "cleanup.h"
 #include "ctl-internal.h"
+#include "jsonutil.h"
 #include "util.h"
 
 #define HOSTNAME_MAX 63
 #define DEFAULT_MODE 0644
-
-static json_t *jget(const json_t *o, const char *k)
-{
-	json_t *v = json_is_object(o) ? json_object_get(o, k) : NULL;
-	return json_is_null(v) ? NULL : v;
-}
-
-static const char *js(const json_t *o, const char *k)
-{
-	const char *s = json_string_value(jget(o, k));
-	return s ? s : "";
-}
 
 /* ---- hostname ---- */
 

@@ -91,11 +91,6 @@ const struct descriptor *manifest_select(const struct manifest *index,
 int layer_compression(const char *media_type, enum compression *out,
 		      struct cerr *e);
 
-/* ---- config.c ---- */
-int image_config_parse(const char *buf, size_t len, struct image_config *out,
-		       struct cerr *e);
-void image_config_free(struct image_config *c);
-
 /* ---- auth.c ---- */
 struct www_auth {
 	char *scheme; /* "Bearer" or "Basic" as sent */

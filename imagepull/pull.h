@@ -23,6 +23,11 @@ struct image_config {
 	char **diff_ids; /* one per layer, bottom first */
 	size_t n_diff_ids;
 };
+/* An image config blob (config.c); the agent reads the copy a pull left
+ * beside the rootfs. */
+int image_config_parse(const char *buf, size_t len, struct image_config *out,
+		       struct cerr *e);
+void image_config_free(struct image_config *c);
 
 enum pull_event_kind {
 	PULL_EV_RESOLVED, /* manifest and config known; n_layers set */

@@ -67,30 +67,15 @@ void monitor_decide_exit(int wstatus, int64_t oom_kills,
 	st->exited = true;
 }
 
-/* Write name in dir through a temporary file and rename(2). No fsync: the
- * files must survive the agent or the monitor dying, which rename gives;
- * a machine that reboots has lost its units anyway. */
+/* Write name in dir whole or not at all (fs_replace: no fsync). The files
+ * must survive the agent or the monitor dying, which rename gives; a
+ * machine that reboots has lost its units anyway. */
 static int write_atomic(const char *dir, const char *name, const char *text,
 			struct cerr *e)
 {
-	cleanup_free char *tmp = xasprintf("%s/.%s.tmp", dir, name);
 	cleanup_free char *dst = xasprintf("%s/%s", dir, name);
-	cleanup_close int fd = open(
-	    tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 
-	if (fd < 0)
-		return cerr_sys(e, "create %s", tmp);
-	if (fs_write_all(fd, text, strlen(text)) < 0) {
-		cerr_sys(e, "write %s", tmp);
-		unlink(tmp);
-		return -1;
-	}
-	if (rename(tmp, dst) < 0) {
-		cerr_sys(e, "rename %s", tmp);
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
+	return fs_replace(dst, text, strlen(text), 0644, e);
 }
 
 /* One line to whoever waits for us; the fd is closed after it. */

@@ -20,6 +20,17 @@ if grep -nE "$banned" "${files[@]}" | grep -v 'lint: allow'; then
 	echo "lint: banned functions above (use snprintf, memcpy with a bound, strtok_r, parse_int64, fork/exec)"
 	rc=1
 fi
+# Layering (the Makefile's PUB_ and USES_ lists enforce the graph at build
+# time; this names the plainest breach): a component's file includes no
+# other component's -internal.h. Tests may.
+while read -r f; do
+	dir=${f%/*}
+	while read -r h; do
+		[ -e "$dir/$h" ] && continue
+		echo "$f: includes $h, another component's internals"
+		rc=1
+	done < <(sed -n 's/^#include "\([^"]*-internal\.h\)".*/\1/p' "$f")
+done < <(printf '%s\n' "${files[@]}" | grep -v '^tests/')
 # Every shell script in the tree, found by name (*.sh) or by its #! line;
 # fuzz corpora are inputs, not our scripts. OpenRC service files are sh
 # whose variables openrc-run reads (hence SC2034 off for them).

@@ -184,7 +184,7 @@ static void fuzz_quantity(const uint8_t *data, size_t size)
 
 	memcpy(q, data, n);
 	q[n] = '\0';
-	if (wire_parse_quantity(q, &v, NULL) == 0 && v < 0)
+	if (quantity_value(q, &v, NULL) == 0 && v < 0)
 		abort();
 }
 

@@ -34,6 +34,27 @@ static void test_err(void)
 	is_str(e.msg, "open f: Permission denied", "cerr_sys appends strerror");
 }
 
+/* A chain longer than the buffer keeps its innermost cause (and its
+ * outermost context); the middle gives way. */
+static void test_err_long_chain(void)
+{
+	static const char cause[] = "write layer: No space left on device";
+	struct cerr e = {0};
+	size_t n;
+
+	cerr_set(&e, ENOSPC, "%s", cause);
+	for (int i = 0; i < 60; i++)
+		cerr_prefix(&e, "step %02d of a long way down", i);
+	n = strlen(e.msg);
+	ok(n == sizeof(e.msg) - 1, "the message fills the buffer (%zu)", n);
+	ok(n >= strlen(cause) && !strcmp(e.msg + n - strlen(cause), cause),
+	   "the innermost cause is kept");
+	ok(!strncmp(e.msg, "step 59 of a long way down: ", 28),
+	   "the outermost context is kept");
+	ok(strstr(e.msg, "...") != NULL, "the cut is marked");
+	ok(e.code == ENOSPC, "code kept");
+}
+
 static void test_buf(void)
 {
 	struct buf b;
@@ -452,6 +473,7 @@ int main(void)
 	test_log_sinks();
 	test_base64();
 	test_err();
+	test_err_long_chain();
 	test_buf();
 	test_clean();
 	test_beneath(false);

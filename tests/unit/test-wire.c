@@ -448,7 +448,7 @@ static void test_quantities(void)
 	for (size_t i = 0; i < ARRAY_SIZE(qcases); i++) {
 		struct cerr e = {0};
 		int64_t v = -7;
-		int rc = wire_parse_quantity(qcases[i].in, &v, &e);
+		int rc = quantity_value(qcases[i].in, &v, &e);
 
 		if (qcases[i].code)
 			ok(rc < 0 && e.code == qcases[i].code,

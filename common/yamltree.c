@@ -10,8 +10,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "ci-internal.h"
 #include "util.h"
+#include "yamltree.h"
 
 struct anchor {
 	char *name;
@@ -21,7 +21,7 @@ struct anchor {
 
 struct builder {
 	struct ytree *t;
-	struct ynode *stack[CI_MAX_YAML_DEPTH];
+	struct ynode *stack[YTREE_MAX_DEPTH];
 	int depth;
 	struct anchor *anchors;
 	size_t n_anchors, cap_anchors;
@@ -52,9 +52,9 @@ static struct ynode *node_new(struct builder *b, enum ynode_type type, int line,
 {
 	struct ynode *n;
 
-	if (b->t->nodes >= CI_MAX_YAML_NODES) {
+	if (b->t->nodes >= YTREE_MAX_NODES) {
 		cerr_set(e, EFBIG, "document has more than %d YAML nodes",
-			 CI_MAX_YAML_NODES);
+			 YTREE_MAX_NODES);
 		return NULL;
 	}
 	b->t->nodes++;
@@ -66,7 +66,7 @@ static struct ynode *node_new(struct builder *b, enum ynode_type type, int line,
 
 static void kid_add(struct ynode *parent, struct ynode *kid)
 {
-	struct ynode **slot = CI_PUSH(parent->kids, parent->n, parent->cap);
+	struct ynode **slot = VEC_PUSH(parent->kids, parent->n, parent->cap);
 	*slot = kid;
 }
 
@@ -76,9 +76,9 @@ static struct ynode *node_copy(struct builder *b, const struct ynode *src,
 {
 	struct ynode *n;
 
-	if (depth > CI_MAX_YAML_DEPTH) {
+	if (depth > YTREE_MAX_DEPTH) {
 		cerr_set(e, ELOOP, "YAML nesting deeper than %d levels",
-			 CI_MAX_YAML_DEPTH);
+			 YTREE_MAX_DEPTH);
 		return NULL;
 	}
 	n = node_new(b, src->type, src->line, e);
@@ -117,7 +117,7 @@ static int attach(struct builder *b, struct ynode *n, const yaml_char_t *anc,
 	}
 	if (anc) {
 		struct anchor *a =
-		    CI_PUSH(b->anchors, b->n_anchors, b->cap_anchors);
+		    VEC_PUSH(b->anchors, b->n_anchors, b->cap_anchors);
 		a->name = xstrdup((const char *)anc);
 		a->node = n;
 		a->complete = n->type == Y_SCALAR;
@@ -176,9 +176,9 @@ static int on_start(struct builder *b, enum ynode_type type,
 {
 	struct ynode *n;
 
-	if (b->depth >= CI_MAX_YAML_DEPTH)
+	if (b->depth >= YTREE_MAX_DEPTH)
 		return cerr_set(e, ELOOP, "YAML nesting deeper than %d levels",
-				CI_MAX_YAML_DEPTH);
+				YTREE_MAX_DEPTH);
 	n = node_new(b, type, line, e);
 	if (!n)
 		return -1;
