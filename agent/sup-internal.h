@@ -94,6 +94,7 @@ struct supervisor {
 	pthread_mutex_t save_mu; /* API threads writing pod.json, in turn */
 	char *pending;
 	size_t pending_len;
+	struct pod_spec *pending_spec; /* pending, parsed once (by the API) */
 	char *status_text;
 	/* The typed answers the API asks for, published with status_text:
 	 * regular units first, then init units. */

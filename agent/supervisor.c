@@ -277,22 +277,28 @@ static void log_warnings(struct supervisor *s, const struct pod_spec *p)
 	strv_free(seen);
 }
 
-static void take_spec(struct supervisor *s, char *body, size_t len)
+/* A parsed spec on the heap, as the queue holds it. */
+static void spec_drop(struct pod_spec *p)
 {
-	struct pod_spec next;
+	if (!p)
+		return;
+	pod_spec_free(p);
+	free(p);
+}
+
+/* The spec sup_update_pod parsed (and its text, for pod.json's readers),
+ * both owned from here on. */
+static void take_spec(struct supervisor *s, char *body, struct pod_spec *next)
+{
 	struct cerr e = {0};
 
-	if (wire_parse_pod(body, len, &next, &e) < 0) {
-		log_error("queued pod spec no longer parses: %s", e.msg);
-		free(body);
-		return;
-	}
-	log_warnings(s, &next);
+	log_warnings(s, next);
 	if (s->has_spec)
-		plan_next_spec(s, &next);
+		plan_next_spec(s, next);
 	if (s->has_spec)
 		pod_spec_free(&s->spec);
-	s->spec = next;
+	s->spec = *next;
+	free(next);
 	s->has_spec = true;
 	free(s->spec_body);
 	s->spec_body = body;
@@ -573,7 +579,8 @@ static void publish(struct supervisor *s)
 
 /* ---- the thread ---- */
 
-static char *take_pending(struct supervisor *s, size_t *len, bool *quit)
+static char *take_pending(struct supervisor *s, struct pod_spec **spec,
+			  bool *quit)
 {
 	char *body;
 	uint64_t v;
@@ -582,8 +589,9 @@ static char *take_pending(struct supervisor *s, size_t *len, bool *quit)
 		log_warn("eventfd: %m");
 	pthread_mutex_lock(&s->mu);
 	body = s->pending;
-	*len = s->pending_len;
+	*spec = s->pending_spec;
 	s->pending = NULL;
+	s->pending_spec = NULL;
 	*quit = s->quit;
 	pthread_mutex_unlock(&s->mu);
 	return body;
@@ -612,7 +620,7 @@ static void *sup_main(void *arg)
 	for (;;) {
 		int n = epoll_wait(s->epfd, ev, 16, next_timeout_ms(s));
 		bool quit = false;
-		size_t len = 0;
+		struct pod_spec *spec = NULL;
 		char *body;
 
 		for (int i = 0; i < n; i++) {
@@ -638,13 +646,14 @@ static void *sup_main(void *arg)
 					break;
 				}
 			}
-		body = take_pending(s, &len, &quit);
+		body = take_pending(s, &spec, &quit);
 		if (quit) {
 			free(body);
+			spec_drop(spec);
 			return NULL;
 		}
 		if (body)
-			take_spec(s, body, len);
+			take_spec(s, body, spec);
 		reconcile(s);
 		publish(s);
 	}
@@ -787,6 +796,7 @@ static void sup_free(struct supervisor *s)
 		pod_spec_free(&s->spec);
 	free(s->spec_body);
 	free(s->pending);
+	spec_drop(s->pending_spec);
 	free(s->status_text);
 	unit_views_free(s->views, s->n_views);
 	free(s->pod_ip_text);
@@ -831,12 +841,13 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 		   struct cerr *e)
 {
 	cleanup_free char *path = xasprintf("%s/%s", s->o.state_dir, POD_FILE);
-	struct pod_spec check;
+	struct pod_spec *next = xmalloc(sizeof(*next));
 	uint64_t one = 1;
 
-	if (wire_parse_pod(body, len, &check, e) < 0)
+	if (wire_parse_pod(body, len, next, e) < 0) {
+		free(next);
 		return -1;
-	pod_spec_free(&check);
+	}
 	/* The reply is 200 only once the spec is on disk (synced, directory
 	 * too): a crash or a stop before the supervisor takes it then brings
 	 * it back from the state directory. A failed write (ENOSPC, EIO)
@@ -846,10 +857,13 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 	pthread_mutex_lock(&s->save_mu);
 	if (fs_write_atomic(path, body, len, 0600, e) < 0) {
 		pthread_mutex_unlock(&s->save_mu);
+		spec_drop(next);
 		return cerr_prefix(e, "save pod spec");
 	}
 	pthread_mutex_lock(&s->mu);
 	free(s->pending); /* newest wins */
+	spec_drop(s->pending_spec);
+	s->pending_spec = next;
 	s->pending = xmalloc(len + 1);
 	memcpy(s->pending, body, len);
 	s->pending[len] = '\0';

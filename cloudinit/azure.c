@@ -82,8 +82,9 @@ int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o, struct cerr *e)
 	return 0;
 }
 
-static int read_mounted(const char *mp, struct ci_ovf *o, struct cerr *e)
+static int read_mounted(const char *mp, void *arg, struct cerr *e)
 {
+	struct ci_ovf *o = arg;
 	cleanup_free char *p = xasprintf("%s/ovf-env.xml", mp);
 	struct buf b;
 	int r;
@@ -103,37 +104,21 @@ int ci_azure_ovf_read(const char *dev, struct ci_ovf *o, struct cerr *e)
 	static const char *const devs[] = {"/dev/sr0", "/dev/cdrom"};
 	/* Azure's medium is UDF (ISO 9660 on older hosts). ext4 lets a local
 	 * image stand in on kernels built without both (our test machines). */
-	static const char *const types[] = {"udf", "iso9660", "ext4"};
-	char dir[] = "/run/cell-azure-ovf.XXXXXX";
-	char dir_tmp[] = "/tmp/cell-azure-ovf.XXXXXX";
-	char *mp;
-	int r = -1;
+	static const char *const types[] = {"udf", "iso9660", "ext4", NULL};
+	int r;
 
 	for (size_t i = 0; !dev && i < ARRAY_SIZE(devs); i++)
 		if (fs_exists(devs[i]))
 			dev = devs[i];
 	if (!dev)
 		return 1;
-	mp = mkdtemp(dir) ? dir : mkdtemp(dir_tmp);
-	if (!mp)
-		return cerr_sys(e, "mkdtemp for %s", dev);
-	for (size_t i = 0; i < ARRAY_SIZE(types) && r < 0; i++)
-		r = mount(dev, mp, types[i],
-			  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	if (r < 0) {
-		/* An empty drive (ENOMEDIUM) is not a provisioning medium. */
-		int err = errno;
-		rmdir(mp);
-		if (err == ENOMEDIUM || err == ENXIO)
-			return 1;
-		errno = err;
+	r = ci_with_medium(dev, "azure-ovf", types, read_mounted, o, e);
+	/* An empty drive (ENOMEDIUM) is not a provisioning medium. */
+	if (r == CI_MEDIUM_NO_MOUNT && (errno == ENOMEDIUM || errno == ENXIO))
+		return 1;
+	if (r == CI_MEDIUM_NO_MOUNT)
 		return cerr_sys(e, "mount %s read-only (udf, iso9660, ext4)",
 				dev);
-	}
-	r = read_mounted(mp, o, e);
-	if (umount2(mp, MNT_DETACH) < 0)
-		ci_log(LOG_WARN, "umount %s: %s", mp, strerror(errno));
-	rmdir(mp);
 	return r;
 }
 

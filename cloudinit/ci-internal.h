@@ -313,6 +313,16 @@ int ci_ovf_parse(const char *xml, size_t len, struct ci_ovf *o, struct cerr *e);
 /* Mount dev (or the first of /dev/sr0, /dev/cdrom) read-only, read and
  * parse ovf-env.xml, unmount. 1 when there is no such device. */
 int ci_azure_ovf_read(const char *dev, struct ci_ovf *o, struct cerr *e);
+/* medium.c: mount dev read-only (nosuid, nodev, noexec) on a fresh
+ * directory /run/cell-<tag>.XXXXXX (or under /tmp), trying each type of the
+ * NULL-terminated list; call fn on it, then unmount and remove it.
+ * fn's result; -1 with e set when no directory could be made;
+ * CI_MEDIUM_NO_MOUNT with errno from the last attempt when no type
+ * mounted (the caller says what that means). */
+#define CI_MEDIUM_NO_MOUNT (-2)
+int ci_with_medium(const char *dev, const char *tag, const char *const *types,
+		   int (*fn)(const char *mp, void *arg, struct cerr *e),
+		   void *arg, struct cerr *e);
 /* Pure: the goal state's Incarnation, ContainerId and InstanceId. */
 int ci_goalstate_parse(const char *xml, size_t len, char **incarnation,
 		       char **container, char **instance, struct cerr *e);

@@ -139,30 +139,21 @@ static char *cidata_device(const struct ci_opts *o)
 
 /* Mount the device read-only on a temporary directory, read the seed,
  * unmount. The filesystem type is found by trying the usual ones. */
+static int nocloud_mounted(const char *mp, void *out, struct cerr *e)
+{
+	return nocloud_dir(mp, out, e);
+}
+
 static int nocloud_device(const char *dev, struct ci_source *out,
 			  struct cerr *e)
 {
-	static const char *const types[] = {"iso9660", "vfat", "ext4", "ext2",
-					    "udf",     "xfs",  "btrfs"};
-	char dir[] = "/run/cell-cloudinit-cidata.XXXXXX";
-	char dir_tmp[] = "/tmp/cell-cloudinit-cidata.XXXXXX";
-	char *mp = mkdtemp(dir) ? dir : mkdtemp(dir_tmp);
-	int r = -1;
+	static const char *const types[] = {"iso9660", "vfat", "ext4",	"ext2",
+					    "udf",     "xfs",  "btrfs", NULL};
+	int r = ci_with_medium(dev, "cloudinit-cidata", types, nocloud_mounted,
+			       out, e);
 
-	if (!mp)
-		return cerr_sys(e, "mkdtemp for %s", dev);
-	for (size_t i = 0; i < ARRAY_SIZE(types) && r < 0; i++)
-		r = mount(dev, mp, types[i],
-			  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	if (r < 0) {
-		cerr_sys(e, "mount %s (iso9660, vfat, ext4, …)", dev);
-		rmdir(mp);
-		return -1;
-	}
-	r = nocloud_dir(mp, out, e);
-	if (umount2(mp, MNT_DETACH) < 0)
-		ci_log(LOG_WARN, "umount %s: %s", mp, strerror(errno));
-	rmdir(mp);
+	if (r == CI_MEDIUM_NO_MOUNT)
+		return cerr_sys(e, "mount %s (iso9660, vfat, ext4, …)", dev);
 	if (r == 0) {
 		free(out->name);
 		out->name = xasprintf("nocloud (%s)", dev);
@@ -254,9 +245,21 @@ static int ds_nocloud(const struct ci_opts *o, struct ci_source *out,
 	return 1;
 }
 
+/* A cloud's metadata service, named (--datasource) or probed (auto). */
+static int ds_cloud(const struct ci_opts *o, enum ci_ds_kind which,
+		    uint64_t deadline, struct ci_source *out, struct cerr *e)
+{
+	if (which == CI_DS_EC2)
+		return ci_ds_ec2(o->ec2_url, deadline, out, e);
+	if (which == CI_DS_GCE)
+		return ci_ds_gce(o->gce_url, o->default_user, deadline, out, e);
+	return ci_ds_azure_full(o, deadline, out, e);
+}
+
 static int ds_auto(const struct ci_opts *o, uint64_t deadline,
 		   struct ci_source *out, struct cerr *e)
 {
+	enum ci_ds_kind which;
 	int r = ds_nocloud(o, out, e);
 
 	/* A seed that cannot be read must not keep a cloud instance from
@@ -269,23 +272,16 @@ static int ds_auto(const struct ci_opts *o, uint64_t deadline,
 	}
 	if (r <= 0)
 		return r;
-	switch (ci_ds_probe(o, deadline, e)) {
-	case CI_DS_EC2:
-		return ci_ds_ec2(o->ec2_url, deadline, out, e);
-	case CI_DS_GCE:
-		return ci_ds_gce(o->gce_url, o->default_user, deadline, out, e);
-	case CI_DS_AZURE:
-		return ci_ds_azure_full(o, deadline, out, e);
-	default:
-		if (e->code == ENOSYS)
-			return -1;
-		return cerr_set(e, ENOENT,
-				"no datasource: no NoCloud seed, no cidata "
-				"filesystem, and no metadata service (EC2 %s, "
-				"GCE %s, Azure %s) answered in %.0f s",
-				o->ec2_url, o->gce_url, o->azure_url,
-				o->timeout);
-	}
+	which = ci_ds_probe(o, deadline, e);
+	if (which == CI_DS_EC2 || which == CI_DS_GCE || which == CI_DS_AZURE)
+		return ds_cloud(o, which, deadline, out, e);
+	if (e->code == ENOSYS)
+		return -1;
+	return cerr_set(e, ENOENT,
+			"no datasource: no NoCloud seed, no cidata "
+			"filesystem, and no metadata service (EC2 %s, "
+			"GCE %s, Azure %s) answered in %.0f s",
+			o->ec2_url, o->gce_url, o->azure_url, o->timeout);
 }
 
 static int dispatch(const struct ci_opts *o, uint64_t deadline,
@@ -295,11 +291,9 @@ static int dispatch(const struct ci_opts *o, uint64_t deadline,
 
 	switch (o->datasource) {
 	case CI_DS_EC2:
-		return ci_ds_ec2(o->ec2_url, deadline, out, e);
 	case CI_DS_GCE:
-		return ci_ds_gce(o->gce_url, o->default_user, deadline, out, e);
 	case CI_DS_AZURE:
-		return ci_ds_azure_full(o, deadline, out, e);
+		return ds_cloud(o, o->datasource, deadline, out, e);
 	case CI_DS_FILE:
 		return ds_file(o, out, e);
 	case CI_DS_URL:
