@@ -217,14 +217,14 @@ static int walk_spell_rest(struct walk *w, const char *name)
 	return r;
 }
 
-/* The fallback: walk component by component, never following a symlink
- * without checking where it goes. With spell, nothing is opened at the end:
- * w->path holds where the path leads (missing components spelt as given). */
-static int walk(struct walk *w, int rootfd, const char *rel, int flags,
-		mode_t mode, bool spell)
-{
-	int ret = -1;
+/* The fallback walks component by component, never following a symlink
+ * without checking where it goes: walk_open opens what the path names,
+ * walk_spell says where it leads. Both take their steps through walk_step,
+ * so the rules of the walk (".." never above the root, links spliced in
+ * and counted, only directories descended into) are written once. */
 
+static int walk_start(struct walk *w, int rootfd, const char *rel)
+{
 	if (strlen(rel) >= sizeof(w->rest)) {
 		errno = ENAMETOOLONG;
 		return -1;
@@ -234,77 +234,132 @@ static int walk(struct walk *w, int rootfd, const char *rel, int flags,
 	w->spell[0] = 0;
 	w->path[0] = '\0';
 	w->stack[0] = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
-	if (w->stack[0] < 0)
+	return w->stack[0] < 0 ? -1 : 0;
+}
+
+/* Close the walk's directories; ret and errno pass through. */
+static int walk_end(struct walk *w, int ret)
+{
+	int saved = errno;
+
+	while (w->depth >= 0)
+		close(w->stack[w->depth--]);
+	errno = saved;
+	return ret;
+}
+
+enum step {
+	STEP_FAIL = -1, /* errno says why */
+	STEP_ON,	/* taken: go on with the next component */
+	STEP_AT,	/* name is the last component, *st its lstat */
+	STEP_MISSING,	/* name does not exist (any component) */
+};
+
+/* One component: "." stays, ".." goes up (never above the root), a symlink
+ * is spliced in front of what is left (the last one only when follow_last),
+ * a directory is descended into. The last component itself, or a missing
+ * one, is the caller's. */
+static enum step walk_step(struct walk *w, const char *name, bool last,
+			   bool follow_last, struct stat *st)
+{
+	int fd, top = w->stack[w->depth];
+
+	if (!strcmp(name, "."))
+		return STEP_ON;
+	if (!strcmp(name, "..")) {
+		if (w->depth == 0 && w->scope != PATH_IN_ROOT) {
+			errno = EXDEV;
+			return STEP_FAIL;
+		}
+		if (w->depth > 0)
+			walk_pop_to(w, w->depth - 1);
+		return STEP_ON;
+	}
+	if (fstatat(top, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? STEP_MISSING : STEP_FAIL;
+	if (S_ISLNK(st->st_mode) && (!last || follow_last))
+		return walk_link(w, top, name) < 0 ? STEP_FAIL : STEP_ON;
+	if (last)
+		return STEP_AT;
+	if (!S_ISDIR(st->st_mode)) {
+		errno = ENOTDIR;
+		return STEP_FAIL;
+	}
+	fd = openat(top, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || walk_push(w, fd, name) < 0)
+		return STEP_FAIL;
+	return STEP_ON;
+}
+
+/* Open what rel names beneath rootfd (openat2's flags and mode); a missing
+ * last component is created with O_CREAT, never through a link. */
+static int walk_open(struct walk *w, int rootfd, const char *rel, int flags,
+		     mode_t mode)
+{
+	bool follow_last = !(flags & O_NOFOLLOW);
+
+	if (walk_start(w, rootfd, rel) < 0)
 		return -1;
 	for (;;) {
 		char name[256];
 		bool last = false;
 		struct stat st;
-		int fd, top = w->stack[w->depth];
+		int top = w->stack[w->depth];
 		int r = walk_next(w, name, sizeof(name), &last);
 
 		if (r < 0)
-			break;
-		if (r == 0) { /* the path named the directory itself */
-			ret = spell ? 0
-				    : openat(top, ".", flags | O_CLOEXEC, mode);
-			break;
-		}
-		if (!strcmp(name, "."))
+			return walk_end(w, -1);
+		if (r == 0) /* the path named the directory itself */
+			return walk_end(
+			    w, openat(top, ".", flags | O_CLOEXEC, mode));
+		switch (walk_step(w, name, last, follow_last, &st)) {
+		case STEP_ON:
 			continue;
-		if (!strcmp(name, "..")) {
-			if (w->depth == 0 && w->scope != PATH_IN_ROOT) {
-				errno = EXDEV;
-				break;
-			}
-			if (w->depth > 0)
-				walk_pop_to(w, w->depth - 1);
-			continue;
+		case STEP_AT:
+			return walk_end(
+			    w, openat(top, name, flags | O_CLOEXEC | O_NOFOLLOW,
+				      mode));
+		case STEP_MISSING:
+			if (last && (flags & O_CREAT))
+				return walk_end(
+				    w, openat(top, name,
+					      flags | O_CLOEXEC | O_NOFOLLOW,
+					      mode));
+			errno = ENOENT;
+			return walk_end(w, -1);
+		case STEP_FAIL:
+		default:
+			return walk_end(w, -1);
 		}
-		if (last && (flags & O_NOFOLLOW) && !spell) {
-			ret = openat(top, name, flags | O_CLOEXEC, mode);
-			break;
-		}
-		if (fstatat(top, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno == ENOENT && spell)
-				ret = walk_spell_rest(w, name);
-			else if (last && errno == ENOENT && (flags & O_CREAT))
-				ret = openat(top, name,
-					     flags | O_CLOEXEC | O_NOFOLLOW,
-					     mode);
-			break;
-		}
-		if (S_ISLNK(st.st_mode) &&
-		    !(last && spell && (flags & O_NOFOLLOW))) {
-			if (walk_link(w, top, name) < 0)
-				break;
-			continue;
-		}
-		if (last && spell) {
-			ret = walk_spell_rest(w, name);
-			break;
-		}
-		if (last) {
-			ret = openat(top, name, flags | O_CLOEXEC | O_NOFOLLOW,
-				     mode);
-			break;
-		}
-		if (!S_ISDIR(st.st_mode)) {
-			errno = ENOTDIR;
-			break;
-		}
-		fd = openat(top, name,
-			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0 || walk_push(w, fd, name) < 0)
-			break;
 	}
-	{
-		int saved = errno;
-		while (w->depth >= 0)
-			close(w->stack[w->depth--]);
-		errno = saved;
+}
+
+/* Where rel leads beneath rootfd, into w->path; nothing is opened at the
+ * end, and what is missing is spelt as given. */
+static int walk_spell(struct walk *w, int rootfd, const char *rel,
+		      bool follow_last)
+{
+	if (walk_start(w, rootfd, rel) < 0)
+		return -1;
+	for (;;) {
+		char name[256];
+		bool last = false;
+		struct stat st;
+		int r = walk_next(w, name, sizeof(name), &last);
+
+		if (r <= 0) /* 0: the path named the directory itself */
+			return walk_end(w, r);
+		switch (walk_step(w, name, last, follow_last, &st)) {
+		case STEP_ON:
+			continue;
+		case STEP_AT:
+		case STEP_MISSING:
+			return walk_end(w, walk_spell_rest(w, name));
+		case STEP_FAIL:
+		default:
+			return walk_end(w, -1);
+		}
 	}
-	return ret;
 }
 
 static int open_raw(int rootfd, const char *rel, int flags, mode_t mode,
@@ -323,7 +378,7 @@ static int open_raw(int rootfd, const char *rel, int flags, mode_t mode,
 	}
 	w = xmalloc(sizeof(*w));
 	w->scope = scope;
-	fd = walk(w, rootfd, rel, flags, mode, false);
+	fd = walk_open(w, rootfd, rel, flags, mode);
 	{
 		int saved = errno;
 		free(w);
@@ -361,7 +416,7 @@ int path_resolve_in_root(int rootfd, const char *rel, bool follow_last,
 	int r;
 
 	w->scope = PATH_IN_ROOT;
-	r = walk(w, rootfd, rel, follow_last ? 0 : O_NOFOLLOW, 0, true);
+	r = walk_spell(w, rootfd, rel, follow_last);
 	if (r < 0)
 		open_fail(rel, e);
 	else if (strlen(w->path) >= outsz)
