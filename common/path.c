@@ -100,6 +100,12 @@ struct walk {
 	int depth, links;
 	char path[PATH_MAX_INPUT];
 	char rest[PATH_MAX_INPUT * 2];
+	/* The step just taken: its component, whether it was the last, its
+	 * lstat and the directory it was looked up in. */
+	char name[256];
+	bool last;
+	struct stat st;
+	int top;
 };
 
 static void walk_pop_to(struct walk *w, int depth)
@@ -251,22 +257,27 @@ static int walk_end(struct walk *w, int ret)
 enum step {
 	STEP_FAIL = -1, /* errno says why */
 	STEP_ON,	/* taken: go on with the next component */
-	STEP_AT,	/* name is the last component, *st its lstat */
-	STEP_MISSING,	/* name does not exist (any component) */
+	STEP_AT,	/* w->name is the last component, w->st its lstat */
+	STEP_MISSING,	/* w->name does not exist (any component) */
+	STEP_END,	/* nothing left: the path named the directory w->top */
 };
 
-/* One component: "." stays, ".." goes up (never above the root), a symlink
- * is spliced in front of what is left (the last one only when follow_last),
- * a directory is descended into. The last component itself, or a missing
- * one, is the caller's. */
-static enum step walk_step(struct walk *w, const char *name, bool last,
-			   bool follow_last, struct stat *st)
+/* The next component: "." stays, ".." goes up (never above the root), a
+ * symlink is spliced in front of what is left (the last one only when
+ * follow_last), a directory is descended into. The last component itself,
+ * or a missing one, is the caller's. */
+static enum step walk_step(struct walk *w, bool follow_last)
 {
-	int fd, top = w->stack[w->depth];
+	int fd, r;
 
-	if (!strcmp(name, "."))
+	w->top = w->stack[w->depth];
+	w->last = false;
+	r = walk_next(w, w->name, sizeof(w->name), &w->last);
+	if (r <= 0)
+		return r < 0 ? STEP_FAIL : STEP_END;
+	if (!strcmp(w->name, "."))
 		return STEP_ON;
-	if (!strcmp(name, "..")) {
+	if (!strcmp(w->name, "..")) {
 		if (w->depth == 0 && w->scope != PATH_IN_ROOT) {
 			errno = EXDEV;
 			return STEP_FAIL;
@@ -275,18 +286,19 @@ static enum step walk_step(struct walk *w, const char *name, bool last,
 			walk_pop_to(w, w->depth - 1);
 		return STEP_ON;
 	}
-	if (fstatat(top, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(w->top, w->name, &w->st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? STEP_MISSING : STEP_FAIL;
-	if (S_ISLNK(st->st_mode) && (!last || follow_last))
-		return walk_link(w, top, name) < 0 ? STEP_FAIL : STEP_ON;
-	if (last)
+	if (S_ISLNK(w->st.st_mode) && (!w->last || follow_last))
+		return walk_link(w, w->top, w->name) < 0 ? STEP_FAIL : STEP_ON;
+	if (w->last)
 		return STEP_AT;
-	if (!S_ISDIR(st->st_mode)) {
+	if (!S_ISDIR(w->st.st_mode)) {
 		errno = ENOTDIR;
 		return STEP_FAIL;
 	}
-	fd = openat(top, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || walk_push(w, fd, name) < 0)
+	fd = openat(w->top, w->name,
+		    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || walk_push(w, fd, w->name) < 0)
 		return STEP_FAIL;
 	return STEP_ON;
 }
@@ -296,42 +308,21 @@ static enum step walk_step(struct walk *w, const char *name, bool last,
 static int walk_open(struct walk *w, int rootfd, const char *rel, int flags,
 		     mode_t mode)
 {
-	bool follow_last = !(flags & O_NOFOLLOW);
+	enum step step;
 
 	if (walk_start(w, rootfd, rel) < 0)
 		return -1;
-	for (;;) {
-		char name[256];
-		bool last = false;
-		struct stat st;
-		int top = w->stack[w->depth];
-		int r = walk_next(w, name, sizeof(name), &last);
-
-		if (r < 0)
-			return walk_end(w, -1);
-		if (r == 0) /* the path named the directory itself */
-			return walk_end(
-			    w, openat(top, ".", flags | O_CLOEXEC, mode));
-		switch (walk_step(w, name, last, follow_last, &st)) {
-		case STEP_ON:
-			continue;
-		case STEP_AT:
-			return walk_end(
-			    w, openat(top, name, flags | O_CLOEXEC | O_NOFOLLOW,
-				      mode));
-		case STEP_MISSING:
-			if (last && (flags & O_CREAT))
-				return walk_end(
-				    w, openat(top, name,
-					      flags | O_CLOEXEC | O_NOFOLLOW,
-					      mode));
-			errno = ENOENT;
-			return walk_end(w, -1);
-		case STEP_FAIL:
-		default:
-			return walk_end(w, -1);
-		}
-	}
+	while ((step = walk_step(w, !(flags & O_NOFOLLOW))) == STEP_ON)
+		;
+	if (step == STEP_END)
+		return walk_end(w,
+				openat(w->top, ".", flags | O_CLOEXEC, mode));
+	if (step == STEP_AT ||
+	    (step == STEP_MISSING && w->last && (flags & O_CREAT)))
+		return walk_end(w,
+				openat(w->top, w->name,
+				       flags | O_CLOEXEC | O_NOFOLLOW, mode));
+	return walk_end(w, -1); /* errno: the step's (ENOENT when missing) */
 }
 
 /* Where rel leads beneath rootfd, into w->path; nothing is opened at the
@@ -339,27 +330,17 @@ static int walk_open(struct walk *w, int rootfd, const char *rel, int flags,
 static int walk_spell(struct walk *w, int rootfd, const char *rel,
 		      bool follow_last)
 {
+	enum step step;
+
 	if (walk_start(w, rootfd, rel) < 0)
 		return -1;
-	for (;;) {
-		char name[256];
-		bool last = false;
-		struct stat st;
-		int r = walk_next(w, name, sizeof(name), &last);
-
-		if (r <= 0) /* 0: the path named the directory itself */
-			return walk_end(w, r);
-		switch (walk_step(w, name, last, follow_last, &st)) {
-		case STEP_ON:
-			continue;
-		case STEP_AT:
-		case STEP_MISSING:
-			return walk_end(w, walk_spell_rest(w, name));
-		case STEP_FAIL:
-		default:
-			return walk_end(w, -1);
-		}
-	}
+	while ((step = walk_step(w, follow_last)) == STEP_ON)
+		;
+	if (step == STEP_END)
+		return walk_end(w, 0);
+	if (step == STEP_AT || step == STEP_MISSING)
+		return walk_end(w, walk_spell_rest(w, w->name));
+	return walk_end(w, -1);
 }
 
 static int open_raw(int rootfd, const char *rel, int flags, mode_t mode,

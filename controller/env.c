@@ -73,21 +73,6 @@ static bool env_name_ok(const char *s)
 	return true;
 }
 
-static const json_t *find(const json_t *objects, const char *kind,
-			  const char *name)
-{
-	json_t *o;
-	size_t i;
-
-	json_array_foreach(objects, i, o)
-	{
-		if (!strcmp(js(o, "kind"), kind) &&
-		    !strcmp(js(json_object_get(o, "metadata"), "name"), name))
-			return o;
-	}
-	return NULL;
-}
-
 /* A key of a ConfigMap (data) or Secret (data, base64; stringData as the
  * API server folds it into data). NULL when absent. */
 static char *key_value(const json_t *obj, bool secret, const char *key)
@@ -148,7 +133,7 @@ static int env_from(const json_t *c, const json_t *objects, json_t *res,
 			ref = json_object_get(ef, "secretRef");
 		if (!json_is_object(ref))
 			continue;
-		const json_t *obj = find(
+		const json_t *obj = k8s_find_object(
 		    objects, secret ? "Secret" : "ConfigMap", js(ref, "name"));
 		if (!obj) {
 			if (json_is_true(json_object_get(ref, "optional")))
@@ -217,8 +202,8 @@ static int field_ref(const json_t *pod, const json_t *fr,
 static int key_ref(const json_t *objects, const json_t *ref, bool secret,
 		   char **out, struct cerr *e)
 {
-	const json_t *obj =
-	    find(objects, secret ? "Secret" : "ConfigMap", js(ref, "name"));
+	const json_t *obj = k8s_find_object(
+	    objects, secret ? "Secret" : "ConfigMap", js(ref, "name"));
 	bool optional = json_is_true(json_object_get(ref, "optional"));
 
 	*out = obj ? key_value(obj, secret, js(ref, "key")) : NULL;

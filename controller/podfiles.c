@@ -112,8 +112,8 @@ static void add_file(struct pkg *p, const char *path, const void *data,
 	f->mode = mode;
 }
 
-static const json_t *find_object(const json_t *objects, const char *kind,
-				 const char *name)
+const json_t *k8s_find_object(const json_t *objects, const char *kind,
+			      const char *name)
 {
 	json_t *o;
 	size_t i;
@@ -172,7 +172,7 @@ static int source_files(struct pkg *p, const json_t *objects, bool secret,
 			struct cerr *e)
 {
 	const char *kind = secret ? "Secret" : "ConfigMap";
-	const json_t *obj = find_object(objects, kind, name);
+	const json_t *obj = k8s_find_object(objects, kind, name);
 	bool opt = json_is_true(optional);
 	int mode =
 	    default_mode ? (int)json_integer_value(default_mode) : DEFAULT_MODE;
