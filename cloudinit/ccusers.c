@@ -42,19 +42,6 @@ static bool in(const char *s, const char *const *list)
 	return false;
 }
 
-void ci_user_free(struct ci_user *u)
-{
-	free(u->name);
-	free(u->gecos);
-	free(u->homedir);
-	free(u->shell);
-	free(u->primary_group);
-	free(u->passwd);
-	strv_free(u->groups);
-	strv_free(u->sudo);
-	strv_free(u->keys);
-}
-
 static int field(struct ci_parse *ps, const struct ynode *m, const char *key,
 		 char **out)
 {
