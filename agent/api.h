@@ -24,6 +24,10 @@ struct api_exec_req {
 	char *unit_name; /* "" = the first unit */
 	char **command;	 /* NULL-terminated; exec only */
 	bool interactive, tty, skip_nsenter;
+	/* The terminal's size when the command starts (cellctl's "Rows" and
+	 * "Cols"; 0 when not sent): a resize message comes only after the
+	 * command has started, too late for one that asks at once. */
+	unsigned short rows, cols;
 };
 
 struct api_backend {

@@ -392,6 +392,12 @@ static int exec_stdio(struct stream *s, const struct api_exec_req *req,
 			close(m);
 			return cerr_sys(e, "open %s", name);
 		}
+		if (req->rows) {
+			struct winsize ws = {.ws_row = req->rows,
+					     .ws_col = req->cols};
+			if (ioctl(m, TIOCSWINSZ, &ws) < 0)
+				log_debug("exec: size: %s", strerror(errno));
+		}
 		child[0] = child[1] = child[2] = sl;
 		s->tty_fd = m;
 		s->out_fd = fcntl(m, F_DUPFD_CLOEXEC, 3);
@@ -431,6 +437,21 @@ static void close_child_ends(int child[3])
 	}
 }
 
+/* Optional "Rows" and "Cols" (cellctl sends them, Kip does not): anything
+ * but two integers from 1 to 65535 is no size. */
+static void first_size(const json_t *j, struct api_exec_req *req)
+{
+	long long rows = 0, cols = 0;
+	struct cerr ignore = {0};
+
+	if (jint(j, "Rows", 0, &rows, &ignore) < 0 ||
+	    jint(j, "Cols", 0, &cols, &ignore) < 0 || rows < 1 ||
+	    rows > 65535 || cols < 1 || cols > 65535)
+		return;
+	req->rows = (unsigned short)rows;
+	req->cols = (unsigned short)cols;
+}
+
 static int parse_exec(const char *js, size_t n, bool exec,
 		      struct api_exec_req *req, struct cerr *e)
 {
@@ -446,6 +467,7 @@ static int parse_exec(const char *js, size_t n, bool exec,
 	req->interactive = json_is_true(json_object_get(j, "Interactive"));
 	req->tty = json_is_true(json_object_get(j, "TTY"));
 	req->skip_nsenter = json_is_true(json_object_get(j, "SkipNSEnter"));
+	first_size(j, req);
 	if (!unit_name_ok(req->unit_name))
 		return cerr_set(e, EINVAL, "bad UnitName");
 	if (!exec)

@@ -110,6 +110,18 @@ static int send_resize(struct ws *w, struct cerr *e)
 	return ws_send_chan(w, 4, msg, (size_t)n, e);
 }
 
+/* The terminal's size in the parameters too: the agent sets it before the
+ * command starts, where the first resize message would come after. */
+static void first_size(json_t *params)
+{
+	struct winsize ws;
+
+	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || !ws.ws_row)
+		return;
+	json_object_set_new(params, "Rows", json_integer(ws.ws_row));
+	json_object_set_new(params, "Cols", json_integer(ws.ws_col));
+}
+
 static int winch_fd(void)
 {
 	sigset_t s;
@@ -229,6 +241,8 @@ static int run_stream(struct ctl_global *g, const char *verb,
 		json_object_set_new(params, "UnitName", json_string(o->unit));
 		json_object_set_new(params, "PodName",
 				    json_string(o->pod ? o->pod : ""));
+		if (o->tty)
+			first_size(params);
 		text = json_dumps(params, JSON_COMPACT);
 		r = ws_open(&cell, want_code ? "exec/" : "attach/", &w, &e);
 	}
