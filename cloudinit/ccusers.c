@@ -10,13 +10,6 @@
 #include "path.h"
 #include "util.h"
 
-#define ERR(ps, node, ...)                                                     \
-	ci_problem_add(&(ps)->cfg->problems, CI_ERROR, (ps)->part,             \
-		       (node) ? (node)->line : 0, __VA_ARGS__)
-#define WARN(ps, node, ...)                                                    \
-	ci_problem_add(&(ps)->cfg->problems, CI_WARN, (ps)->part,              \
-		       (node) ? (node)->line : 0, __VA_ARGS__)
-
 static const char *const user_keys[] = {
     "name",	     "gecos",
     "homedir",	     "shell",
@@ -133,20 +126,11 @@ static int uid_key(struct ci_parse *ps, const struct ynode *n, long long *out)
 
 static int bools(struct ci_parse *ps, const struct ynode *m, struct ci_user *u)
 {
-	const struct ynode *n;
-
 	u->lock_passwd = true; /* cloud-init locks passwords by default */
-	if ((n = ynode_get(m, "lock-passwd")) &&
-	    ci_cc_bool(ps, n, "lock-passwd", &u->lock_passwd) < 0)
-		return -1;
-	if ((n = ynode_get(m, "lock_passwd")) &&
-	    ci_cc_bool(ps, n, "lock_passwd", &u->lock_passwd) < 0)
-		return -1;
-	if ((n = ynode_get(m, "system")) &&
-	    ci_cc_bool(ps, n, "system", &u->system) < 0)
-		return -1;
-	if ((n = ynode_get(m, "no_create_home")) &&
-	    ci_cc_bool(ps, n, "no_create_home", &u->no_create_home) < 0)
+	if (ci_cc_opt_bool(ps, m, "lock-passwd", &u->lock_passwd) < 0 ||
+	    ci_cc_opt_bool(ps, m, "lock_passwd", &u->lock_passwd) < 0 ||
+	    ci_cc_opt_bool(ps, m, "system", &u->system) < 0 ||
+	    ci_cc_opt_bool(ps, m, "no_create_home", &u->no_create_home) < 0)
 		return -1;
 	return 0;
 }

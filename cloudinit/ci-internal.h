@@ -182,10 +182,20 @@ void ci_parse_script(struct ci_parse *ps, bool boothook, const char *p,
 void ci_parse_gzip(struct ci_parse *ps, const char *p, size_t n,
 		   const char *filename, int depth);
 /* cloudconfig.c helpers shared with ccusers.c (users and groups). */
+/* A problem at a node of the document being parsed. */
+#define ERR(ps, node, ...)                                                     \
+	ci_problem_add(&(ps)->cfg->problems, CI_ERROR, (ps)->part,             \
+		       (node) ? (node)->line : 0, __VA_ARGS__)
+#define WARN(ps, node, ...)                                                    \
+	ci_problem_add(&(ps)->cfg->problems, CI_WARN, (ps)->part,              \
+		       (node) ? (node)->line : 0, __VA_ARGS__)
 int ci_cc_str(struct ci_parse *ps, const struct ynode *n, const char *what,
 	      char **out);
 int ci_cc_bool(struct ci_parse *ps, const struct ynode *n, const char *what,
 	       bool *out);
+/* The boolean at key of mapping m, when there is one (out untouched). */
+int ci_cc_opt_bool(struct ci_parse *ps, const struct ynode *m, const char *key,
+		   bool *out);
 int ci_cc_list(struct ci_parse *ps, const struct ynode *n, const char *what,
 	       bool commas, char ***out);
 int ci_cc_keys(struct ci_parse *ps, const struct ynode *n, const char *what,

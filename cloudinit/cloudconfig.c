@@ -16,13 +16,6 @@
 
 #define TAG_BINARY "tag:yaml.org,2002:binary"
 
-#define ERR(ps, node, ...)                                                     \
-	ci_problem_add(&(ps)->cfg->problems, CI_ERROR, (ps)->part,             \
-		       (node) ? (node)->line : 0, __VA_ARGS__)
-#define WARN(ps, node, ...)                                                    \
-	ci_problem_add(&(ps)->cfg->problems, CI_WARN, (ps)->part,              \
-		       (node) ? (node)->line : 0, __VA_ARGS__)
-
 static const char *type_name(const struct ynode *n)
 {
 	return n->type == Y_MAP	  ? "a mapping"
@@ -426,11 +419,8 @@ static int file_keys(struct ci_parse *ps, const struct ynode *m,
 			     "(mode 0%o); write '0%s' for an octal mode",
 			     n->value, n->value, (unsigned)f->mode, n->value);
 	}
-	if ((n = ynode_get(m, "append")) &&
-	    scalar_bool(ps, n, "append", &f->append) < 0)
-		return -1;
-	if ((n = ynode_get(m, "defer")) &&
-	    scalar_bool(ps, n, "defer", &f->defer) < 0)
+	if (ci_cc_opt_bool(ps, m, "append", &f->append) < 0 ||
+	    ci_cc_opt_bool(ps, m, "defer", &f->defer) < 0)
 		return -1;
 	return 0;
 }
@@ -756,6 +746,14 @@ int ci_cc_bool(struct ci_parse *ps, const struct ynode *n, const char *what,
 	       bool *out)
 {
 	return scalar_bool(ps, n, what, out);
+}
+
+int ci_cc_opt_bool(struct ci_parse *ps, const struct ynode *m, const char *key,
+		   bool *out)
+{
+	const struct ynode *n = ynode_get(m, key);
+
+	return n ? scalar_bool(ps, n, key, out) : 0;
 }
 
 int ci_cc_list(struct ci_parse *ps, const struct ynode *n, const char *what,
