@@ -59,8 +59,21 @@
 
 /* What the core (imagepull/unpack.h) needs to know about packages, and
  * the real path of the package root for the link checks. */
+/* The package's bytes as libarchive reads them: gunzipped here, in the one
+ * pass that extracts them, with each member's trailer (CRC-32 and length)
+ * checked, which libarchive's own gzip reader never does. Concatenated
+ * members are each checked; what follows the last one is the tar reader's
+ * business. A package that is not gzip'd passes through. */
+struct pkg_reader {
+	int fd;
+	bool gzip, ended, eof; /* ended: between two members */
+	z_stream z;
+	unsigned char in[CHECK_CHUNK], out[CHECK_CHUNK];
+};
+
 struct extractor {
 	struct archive *a;
+	struct pkg_reader rd;
 	char rootpath[PATH_MAX]; /* the real path of rootfd */
 	size_t rootlen;
 	struct cerr *e;
@@ -207,88 +220,108 @@ static int link_target(void *ctx, int pfd, const char *t, char *out, size_t n,
 	return 0;
 }
 
-static int open_archive(struct extractor *x, int fd)
+/* The next bytes of the package (its tar stream) into *buf: their count,
+ * 0 at the end, -1 with e set. */
+static ssize_t reader_next(struct pkg_reader *r, const void **buf,
+			   struct cerr *e)
 {
-	x->a = archive_read_new();
-	if (!x->a)
-		return cerr_set(x->e, ENOMEM, "archive_read_new");
-	archive_read_support_filter_gzip(x->a);
-	archive_read_support_filter_none(x->a);
-	archive_read_support_format_tar(x->a);
-	archive_read_support_format_gnutar(x->a);
-	if (archive_read_open_fd(x->a, fd, 65536) != ARCHIVE_OK)
-		return archive_fail(x->a, x->e, "open package");
-	return 0;
-}
-
-/* libarchive's gzip reader never checks a member's trailer (CRC-32 and
- * length), so a package damaged in transit would be extracted with wrong
- * bytes. zlib checks both: the whole stream is inflated once, to nowhere,
- * before anything is written. Concatenated members are each checked; a
- * package that is not gzip'd (a plain tar) has nothing to check. */
-static int inflate_all(z_stream *z, int fd, unsigned char *in,
-		       unsigned char *out, struct cerr *e)
-{
-	bool ended = false; /* between two members */
-
 	for (;;) {
+		ssize_t n;
 		int zr;
 
-		if (z->avail_in == 0) {
-			ssize_t n = read(fd, in, CHECK_CHUNK);
+		if (r->eof)
+			return 0;
+		if (!r->gzip || r->z.avail_in == 0) {
+			n = read(r->fd, r->gzip ? r->in : r->out, CHECK_CHUNK);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n < 0)
 				return cerr_sys(e, "read package");
-			if (n == 0)
-				return ended ? 0
-					     : cerr_set(e, EINVAL,
-							"package is not valid "
-							"gzip: truncated");
-			z->next_in = in;
-			z->avail_in = (uInt)n;
+			if (n == 0 && r->gzip && !r->ended)
+				return cerr_set(e, EINVAL,
+						"package is not valid gzip: "
+						"truncated");
+			r->eof = n == 0;
+			if (!r->gzip || n == 0) {
+				*buf = r->out;
+				return n;
+			}
+			r->z.next_in = r->in;
+			r->z.avail_in = (uInt)n;
 		}
-		if (ended) {
+		if (r->ended) {
 			/* Padding after the last member is the tar reader's
 			 * business; another member is checked too. */
-			if (z->next_in[0] != 0x1f)
+			if (r->z.next_in[0] != 0x1f) {
+				r->eof = true;
 				return 0;
-			inflateReset(z);
-			ended = false;
+			}
+			inflateReset(&r->z);
+			r->ended = false;
 		}
-		z->next_out = out;
-		z->avail_out = CHECK_CHUNK;
-		zr = inflate(z, Z_NO_FLUSH);
+		r->z.next_out = r->out;
+		r->z.avail_out = CHECK_CHUNK;
+		zr = inflate(&r->z, Z_NO_FLUSH);
 		if (zr == Z_STREAM_END)
-			ended = true;
+			r->ended = true;
 		else if (zr != Z_OK && zr != Z_BUF_ERROR)
 			return cerr_set(e, EINVAL,
 					"package is not valid gzip: %s",
-					z->msg ? z->msg : "corrupt data");
+					r->z.msg ? r->z.msg : "corrupt data");
+		n = (ssize_t)(CHECK_CHUNK - r->z.avail_out);
+		if (n > 0) {
+			*buf = r->out;
+			return n;
+		}
 	}
 }
 
-static int check_gzip(int fd, struct cerr *e)
+static la_ssize_t read_cb(struct archive *a, void *ud, const void **buf)
+{
+	struct cerr e = {0};
+	ssize_t n = reader_next(ud, buf, &e);
+
+	if (n < 0)
+		archive_set_error(a, e.code, "%s", e.msg);
+	return n;
+}
+
+static int open_archive(struct extractor *x, int fd)
 {
 	unsigned char magic[2];
-	cleanup_free unsigned char *in = NULL, *out = NULL;
-	z_stream z = {0};
-	int r;
 
-	if (pread(fd, magic, 2, 0) != 2 || magic[0] != 0x1f || magic[1] != 0x8b)
-		return 0;
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return cerr_set(e, ENOMEM, "inflateInit2");
-	in = xmalloc(CHECK_CHUNK);
-	out = xmalloc(CHECK_CHUNK);
-	if (lseek(fd, 0, SEEK_SET) < 0)
-		r = cerr_sys(e, "rewind the package");
-	else
-		r = inflate_all(&z, fd, in, out, e);
-	inflateEnd(&z);
-	if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
-		r = cerr_sys(e, "rewind the package");
-	return r;
+	x->rd.fd = fd;
+	x->rd.gzip =
+	    pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+	if (x->rd.gzip && inflateInit2(&x->rd.z, 16 + MAX_WBITS) != Z_OK) {
+		x->rd.gzip = false;
+		return cerr_set(x->e, ENOMEM, "inflateInit2");
+	}
+	x->a = archive_read_new();
+	if (!x->a)
+		return cerr_set(x->e, ENOMEM, "archive_read_new");
+	/* A package we cannot peek into (not a file: stdin a pipe) is left
+	 * to libarchive's gzip reader, unchecked, as before. */
+	if (!x->rd.gzip)
+		archive_read_support_filter_gzip(x->a);
+	archive_read_support_filter_none(x->a);
+	archive_read_support_format_tar(x->a);
+	archive_read_support_format_gnutar(x->a);
+	if (archive_read_open(x->a, &x->rd, NULL, read_cb, NULL) != ARCHIVE_OK)
+		return archive_fail(x->a, x->e, "open package");
+	return 0;
+}
+
+/* The tar reader stops at its end-of-archive blocks; the rest of the gzip
+ * stream (the last trailer above all) is read and checked here. */
+static int drain(struct extractor *x)
+{
+	const void *buf;
+	ssize_t n;
+
+	while ((n = reader_next(&x->rd, &buf, x->e)) > 0)
+		;
+	return n < 0 ? -1 : 0;
 }
 
 /* The package's rules over the core's: set-id bits dropped (a package is
@@ -329,12 +362,14 @@ static int extract_into(int rootfd, int fd, struct cerr *e)
 	x->rootpath[n] = '\0';
 	x->rootlen = (size_t)n;
 	if (open_archive(x, fd) < 0 ||
-	    unpack_archive(x->a, rootfd, &pol, NULL, e) < 0)
+	    unpack_archive(x->a, rootfd, &pol, NULL, e) < 0 || drain(x) < 0)
 		goto out;
 	r = 0;
 out:
 	if (x->a)
 		archive_read_free(x->a);
+	if (x->rd.gzip)
+		inflateEnd(&x->rd.z);
 	free(x);
 	return r;
 }
@@ -399,8 +434,6 @@ int deploy_package(int pkgdirfd, const char *name, int fd, struct cerr *e)
 	if (!deploy_name_ok(name))
 		return cerr_set(e, EINVAL, "bad package name '%.*s'",
 				MSG_NAME_MAX, name);
-	if (check_gzip(fd, e) < 0)
-		return cerr_prefix(e, "package %s", name);
 	if (make_tmpdir(pkgdirfd, name, tmp, sizeof(tmp), e) < 0)
 		return cerr_prefix(e, "package %s", name);
 	rootfd = openat(pkgdirfd, tmp,
