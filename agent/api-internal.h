@@ -84,6 +84,6 @@ int on_request(struct mg_connection *c, void *cbdata);
 int ws_connect(const struct mg_connection *cc, void *cbdata);
 void ws_ready(struct mg_connection *c, void *cbdata);
 int ws_data(struct mg_connection *c, int bits, char *p, size_t n, void *cbdata);
-void ws_close(const struct mg_connection *c, void *cbdata);
+void ws_on_close(const struct mg_connection *c, void *cbdata);
 
 #endif

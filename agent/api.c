@@ -91,7 +91,7 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 	mg_set_auth_handler(a->ctx, "**", authorized, a);
 	mg_set_request_handler(a->ctx, "**", on_request, a);
 	mg_set_websocket_handler(a->ctx, "**", ws_connect, ws_ready, ws_data,
-				 ws_close, a);
+				 ws_on_close, a);
 	return 0;
 }
 

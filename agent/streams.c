@@ -1160,7 +1160,7 @@ int ws_data(struct mg_connection *c, int bits, char *p, size_t n, void *cbdata)
 	return r;
 }
 
-void ws_close(const struct mg_connection *c, void *cbdata)
+void ws_on_close(const struct mg_connection *c, void *cbdata)
 {
 	struct stream *s = mg_get_user_connection_data(c);
 
