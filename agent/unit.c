@@ -623,7 +623,8 @@ static char *termination_message(const struct unit_rec *u, const char *run,
 	    u->spec ? u->spec->termination_message_policy : NULL;
 
 	buf_init(&b, TERM_MSG_MAX);
-	if (fs_read_file(p, &b, &e) < 0 && e.code == EFBIG)
+	/* The container writes this file: read it only as a regular file. */
+	if (fs_read_regular_file(p, &b, &e) < 0 && e.code == EFBIG)
 		b.len = TERM_MSG_MAX; /* keep the first 4 KiB */
 	if (b.len == 0 && exit_code != 0 && policy &&
 	    !strcmp(policy, "FallbackToLogsOnError")) {
