@@ -5,6 +5,10 @@ a container raising its own cgroup limits, and the kubelet's rules for
 groups, image VOLUMEs, StopSignal and hostPath types."""
 from __future__ import annotations
 
+import ctypes
+import os
+import subprocess
+
 import pytest
 
 from images import CharDev, Fifo, File, Image, busybox_layer, push, Layer
@@ -42,3 +46,93 @@ def test_etc_file_that_is_not_regular(cell, registry, image, bad, kind):
     c.update_pod(pod_params("ns_pod", units=[sh(image, "y", "exec sleep 1000")],
                             terminationGracePeriodSeconds=0))
     wait_state(c, "y", "running")
+
+
+# ---- the probe: a static program put into the image ----
+
+PROBE_SRC = os.path.join(os.path.dirname(__file__), "boundary_probe.c")
+
+
+@pytest.fixture(scope="module")
+def probe_bin(tmp_path_factory) -> bytes:
+    out = str(tmp_path_factory.mktemp("probe") / "probe")
+    subprocess.run(["gcc", "-static", "-O1", "-o", out, PROBE_SRC], check=True,
+                   timeout=120)
+    with open(out, "rb") as f:
+        return f.read()
+
+
+@pytest.fixture
+def probe_image(registry, probe_bin) -> str:
+    push(registry, "t/probe", "v1",
+         Image([busybox_layer(), Layer([File("probe", probe_bin, mode=0o755)])],
+               config={"Cmd": ["/bin/sh"]}))
+    return registry.ref("t/probe", "v1")
+
+
+def probe_lines(c, name: str) -> dict:
+    """The probe's "<what> <result>" lines from the unit's log."""
+    out = {}
+    for line in c.logs(name).decode().splitlines():
+        what, _, res = line.partition(" ")
+        out[what] = res
+    return out
+
+
+# ---- the kernel keyring ----
+
+_NR = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+KEY_SPEC_USER_KEYRING = -4
+KEYCTL_SEARCH, KEYCTL_INVALIDATE = 10, 21
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def add_user_key(desc: bytes, payload: bytes) -> int:
+    r = _libc.syscall(ctypes.c_long(_NR[0]), ctypes.c_char_p(b"user"), ctypes.c_char_p(desc),
+                      ctypes.c_char_p(payload), ctypes.c_size_t(len(payload)),
+                      ctypes.c_int(KEY_SPEC_USER_KEYRING))
+    assert r > 0, os.strerror(ctypes.get_errno())
+    return r
+
+
+def find_user_key(desc: bytes) -> int:
+    return _libc.syscall(ctypes.c_long(_NR[1]), ctypes.c_int(KEYCTL_SEARCH),
+                         ctypes.c_int(KEY_SPEC_USER_KEYRING), ctypes.c_char_p(b"user"),
+                         ctypes.c_char_p(desc), ctypes.c_int(0))
+
+
+def drop_key(serial: int) -> None:
+    _libc.syscall(ctypes.c_long(_NR[1]), ctypes.c_int(KEYCTL_INVALIDATE),
+                  ctypes.c_int(serial))
+
+
+def test_container_cannot_reach_host_keys(cell, probe_image):
+    """Host root's user keyring is out of a default container's reach: it
+    cannot find, read, describe, change or link host root's key, and adds
+    no key that shows in the host's /proc/keys."""
+    desc = b"cell-test-host-key-%d" % os.getpid()
+    serial = add_user_key(desc, b"host-secret")
+    try:
+        a, c = cell()
+        c.update_pod(pod_params("ns_pod", restart_policy="Never", units=[
+            sh(probe_image, "k", f"/probe keys {desc.decode()} {serial}")]))
+        wait_state(c, "k", "terminated")
+        got = probe_lines(c, "k")
+        assert set(got) >= {"get-user-keyring", "search", "read", "describe", "update",
+                            "link", "add-session", "add-user"}, got
+        for what, res in got.items():
+            assert not res.startswith("ok"), (what, res, got)
+        with open("/proc/keys") as f:
+            keys = f.read()
+        assert "ctr-key" not in keys
+        buf = ctypes.create_string_buffer(64)
+        n = _libc.syscall(ctypes.c_long(_NR[1]), ctypes.c_int(11), ctypes.c_int(serial),
+                          buf, ctypes.c_size_t(64))  # KEYCTL_READ
+        assert buf.raw[:n] == b"host-secret"
+    finally:
+        drop_key(serial)
+        for left in (b"ctr-key-user",):
+            s = find_user_key(left)
+            if s > 0:
+                drop_key(s)
