@@ -337,6 +337,10 @@ struct cg_layout {
 	size_t n;
 };
 
+/* The child of a unit's cgroup that its processes join (the limits are on
+ * the unit's cgroup, out of their reach: cgroup.c). */
+#define CG_LEAF "ctr"
+
 struct cg_limits {
 	int64_t memory; /* bytes, 0 none */
 	int64_t cpu_millis;
@@ -373,6 +377,7 @@ int cg_create(const struct cg_layout *l, const char *rel,
 	      const struct cg_limits *lim, struct cgroup *cg, struct cerr *e);
 /* Rebuild from the directory list in state.json (for exec and cleanup). */
 void cg_from_dirs(struct cgroup *cg, char *const *dirs);
+/* Move pid into the unit: its CG_LEAF child where it has one. */
 int cg_enter(const struct cgroup *cg, pid_t pid, struct cerr *e);
 /* How many OOM kills the kernel counted in the unit's memory cgroup; -1
  * when it keeps no such counter. */

@@ -6,13 +6,14 @@ groups, image VOLUMEs, StopSignal and hostPath types."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import subprocess
 
 import pytest
 
 from images import CharDev, Fifo, File, Image, busybox_layer, push, Layer
-from wire import pod_params
+from wire import WireError, pod_params
 from test_agent_pod import cell, image, sh, state_of, wait_state  # noqa: F401
 
 GROUP = "root:x:0:\napp:x:1000:\n"
@@ -73,7 +74,11 @@ def probe_image(registry, probe_bin) -> str:
 def probe_lines(c, name: str) -> dict:
     """The probe's "<what> <result>" lines from the unit's log."""
     out = {}
-    for line in c.logs(name).decode().splitlines():
+    try:
+        text = c.logs(name).decode()
+    except WireError:  # not started yet
+        return out
+    for line in text.splitlines():
         what, _, res = line.partition(" ")
         out[what] = res
     return out
@@ -136,3 +141,49 @@ def test_container_cannot_reach_host_keys(cell, probe_image):
             s = find_user_key(left)
             if s > 0:
                 drop_key(s)
+
+
+# ---- a container raising its own cgroup limits ----
+
+def run_dir(d: str, name: str) -> str:
+    units = os.path.join(d, "state", "units", name)
+    runs = sorted((r for r in os.listdir(units) if r.isdigit()), key=int)
+    return os.path.join(units, runs[-1])
+
+
+def unit_cgroup_files(d: str, name: str) -> dict:
+    """The unit's limits as the host sees them, in every hierarchy."""
+    with open(os.path.join(run_dir(d, name), "state.json")) as f:
+        dirs = json.load(f)["cgroups"]
+    got = {}
+    for cg in dirs:
+        for f in ("memory.limit_in_bytes", "memory.max", "pids.max"):
+            p = os.path.join(cg, f)
+            if os.path.exists(p):
+                with open(p) as fh:
+                    got[f] = fh.read().strip()
+    return got
+
+
+def test_container_cannot_raise_its_own_limits(cell, probe_image):
+    """The attack: unshare user+mount+cgroup namespaces, mount cgroup v1
+    memory and pids (and cgroup2), raise the limits there, then allocate
+    more than the unit's 64 MiB. The host-side limits stay, and the
+    allocation is OOM-killed."""
+    a, c = cell()
+    script = ("mkdir -p /tmp; /probe cgroup 1073741824; echo raised; "
+              "while [ ! -e /tmp/go ]; do sleep 0.05; done; exec /probe alloc 200")
+    c.update_pod(pod_params("ns_pod", restart_policy="Never", units=[
+        sh(probe_image, "hog", script,
+           resources={"Limits": {"memory": "64Mi"}, "Requests": None})]))
+    c.wait_status(lambda s: "raised" in probe_lines(c, "hog"), timeout=60)
+    limits = unit_cgroup_files(a.dir, "hog")
+    with open(os.path.join(run_dir(a.dir, "hog"), "rootfs", "tmp", "go"), "w"):
+        pass
+    st = wait_state(c, "hog", "terminated", timeout=60)
+    got = probe_lines(c, "hog")
+    assert limits.get("memory.limit_in_bytes", limits.get("memory.max")) == str(64 << 20), \
+        (limits, got)
+    assert "survived" not in got, got
+    t = state_of(st, "hog")["terminated"]
+    assert (t["reason"], t["exitCode"]) == ("OOMKilled", 137), (t, got)
