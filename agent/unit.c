@@ -97,6 +97,7 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
 	cleanup_free char *config = xasprintf("%s/image-config.json", run);
 	const char *argv[64 + 2 * 32];
+	char keep_free[24];
 	int n = 0, credfd = -1, rc;
 	struct epoll_event ev = {.events = EPOLLIN};
 
@@ -115,6 +116,12 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	argv[n++] = config;
 	argv[n++] = "--progress";
 	argv[n++] = "json";
+	if (s->o.pull_keep_free_mib > 0) {
+		snprintf(keep_free, sizeof(keep_free), "%lld",
+			 (long long)s->o.pull_keep_free_mib);
+		argv[n++] = "--keep-free-mib";
+		argv[n++] = keep_free;
+	}
 	for (size_t i = 0; s->insecure && s->insecure[i] && i < 32; i++) {
 		argv[n++] = "--insecure-registry";
 		argv[n++] = s->insecure[i];

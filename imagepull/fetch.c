@@ -384,6 +384,7 @@ static void *producer_main(void *arg)
 struct consumer {
 	struct ring *ring;
 	struct cerr *e;
+	uint64_t reserve;
 	bool failed;
 };
 
@@ -459,7 +460,7 @@ static int consume(struct consumer *c, int rootfd, enum unpack_mode mode,
 	if (archive_read_open(a, c, NULL, read_cb, NULL) != ARCHIVE_OK) {
 		if (!c->failed)
 			cerr_set(e, EIO, "%s", archive_error_string(a));
-	} else if (unpack_layer(a, rootfd, mode, &st, e) == 0) {
+	} else if (unpack_layer(a, rootfd, mode, c->reserve, &st, e) == 0) {
 		while (read_cb(NULL, c, &dummy) > 0)
 			;
 		ret = c->failed ? -1 : 0;
@@ -493,7 +494,7 @@ int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 {
 	struct ring q;
 	struct producer pr = {.f = f, .b = l->blob, .ring = &q};
-	struct consumer c = {.ring = &q, .e = e};
+	struct consumer c = {.ring = &q, .e = e, .reserve = f->reserve};
 	char got[DIGEST_STR_MAX];
 	pthread_t th;
 	int ret;

@@ -46,6 +46,11 @@ struct unpack_policy {
 	bool hostile_einval;
 	mode_t perm_mask;   /* of the headers' permissions; 0: 07777 */
 	uint64_t max_bytes; /* of data in all; 0: no cap */
+	/* Free space (bytes available to unprivileged writers) that must be
+	 * left on rootfd's filesystem: checked as data is written; going
+	 * below fails with ENOSPC "does not fit". 0: none (a full disk still
+	 * fails with ENOSPC). */
+	uint64_t reserve_bytes;
 	uint64_t max_entries;
 	const char *what; /* "layer entry": error messages name entries so */
 	void *ctx;
@@ -66,9 +71,10 @@ struct unpack_policy {
 int unpack_archive(struct archive *a, int rootfd,
 		   const struct unpack_policy *pol, struct unpack_stats *st,
 		   struct cerr *e);
-/* An OCI layer: unpack_archive with the layer policy of mode. */
+/* An OCI layer: unpack_archive with the layer policy of mode, keeping
+ * reserve bytes free (see reserve_bytes). */
 int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
-		 struct unpack_stats *st, struct cerr *e);
+		 uint64_t reserve, struct unpack_stats *st, struct cerr *e);
 /* Convenience for tests and tools: a tar (any compression libarchive knows)
  * from an fd. */
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,

@@ -9,12 +9,15 @@ import ctypes
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
 from images import CharDev, Fifo, File, Image, busybox_layer, push, Layer
 from wire import WireError, pod_params
-from test_agent_pod import cell, image, sh, state_of, wait_state  # noqa: F401
+from test_agent_api import start_agent
+from test_agent_pod import (FAST, cell, image, sh, state_of, unmount_below,  # noqa: F401
+                            wait_state, wait_units_gone)
 
 GROUP = "root:x:0:\napp:x:1000:\n"
 PASSWD = "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/:/bin/sh\n"
@@ -187,3 +190,65 @@ def test_container_cannot_raise_its_own_limits(cell, probe_image):
     assert "survived" not in got, got
     t = state_of(st, "hog")["terminated"]
     assert (t["reason"], t["exitCode"]) == ("OOMKilled", 137), (t, got)
+
+
+# ---- a decompression bomb on a small state disk ----
+
+def free_mib(path: str) -> float:
+    sv = os.statvfs(path)
+    return sv.f_bavail * sv.f_frsize / (1 << 20)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 96 MiB tmpfs for the agent's state and image cache."""
+    d = tmp_path / "small"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(d)], check=True)
+    try:
+        yield str(d)
+    finally:
+        unmount_below(str(d))
+        subprocess.run(["umount", "-l", str(d)], check=True)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_decompression_bomb_keeps_the_reserve(registry, image, small_disk, flat):
+    """A small layer that inflates to 192 MiB on a 96 MiB disk: the pull
+    stops at the reserve (never fills the disk, not on any retry), removes
+    what it unpacked, and the unit's reason says the image does not fit."""
+    bomb = Layer([File("bomb.bin", b"\0" * (192 << 20))])
+    assert bomb.size < (1 << 20)
+    push(registry, "t/bomb", "v1", Image([busybox_layer(), bomb], config={"Cmd": ["/bin/sh"]}))
+    ref = registry.ref("t/bomb", "v1")
+    a = start_agent(os.path.join(small_disk, "agent"), "--insecure-registry", registry.host,
+                    "--pull-keep-free", "24Mi", env=FAST)
+    try:
+        c = a.client()
+        annotations = ({"pod.elotl.co/image-overlay-rootfs": "false"} if flat else {})
+        c.update_pod(pod_params("ns_pod", units=[sh(ref, "b", "exit 0")],
+                                annotations=annotations))
+        lowest = free_mib(small_disk)
+        seen = []
+        deadline = time.monotonic() + 60
+        # Several back-off retries: each stops at the reserve.
+        while time.monotonic() < deadline:
+            lowest = min(lowest, free_mib(small_disk))
+            st = c.status()
+            w = state_of(st, "b").get("waiting", {})
+            if "does not fit" in w.get("reason", "") and w["reason"] not in seen[-1:]:
+                seen.append(w["reason"])
+            if len(seen) >= 1 and a.log().count("does not fit") >= 3:
+                break
+            time.sleep(0.02)
+        assert seen, a.log()[-3000:]
+        assert "ErrImagePull" in seen[0] and "reserve" in seen[0], seen
+        assert a.log().count("does not fit") >= 3, a.log()[-3000:]
+        # Never into the reserve (less the 4 MiB between two looks).
+        assert lowest >= 24 - 8, lowest
+        # What the failed pulls unpacked is gone again.
+        c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+        wait_units_gone(a)
+        assert free_mib(small_disk) > 96 - 24, free_mib(small_disk)
+    finally:
+        assert a.stop() == 0, a.log()[-3000:]
