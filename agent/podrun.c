@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/capability.h>
@@ -444,6 +445,64 @@ char **podrun_caps(const struct unit_spec *u, struct cerr *e)
 			*p = (char)toupper((unsigned char)*p);
 	}
 	return strv_done(&out);
+}
+
+/* ---- the image's StopSignal ---- */
+
+static const struct {
+	const char *name;
+	int sig;
+} signal_names[] = {
+    {"HUP", SIGHUP},	 {"INT", SIGINT},	{"QUIT", SIGQUIT},
+    {"ILL", SIGILL},	 {"TRAP", SIGTRAP},	{"ABRT", SIGABRT},
+    {"IOT", SIGIOT},	 {"BUS", SIGBUS},	{"FPE", SIGFPE},
+    {"KILL", SIGKILL},	 {"USR1", SIGUSR1},	{"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2},	 {"PIPE", SIGPIPE},	{"ALRM", SIGALRM},
+    {"TERM", SIGTERM},	 {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD},
+    {"CONT", SIGCONT},	 {"STOP", SIGSTOP},	{"TSTP", SIGTSTP},
+    {"TTIN", SIGTTIN},	 {"TTOU", SIGTTOU},	{"URG", SIGURG},
+    {"XCPU", SIGXCPU},	 {"XFSZ", SIGXFSZ},	{"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF},	 {"WINCH", SIGWINCH},	{"IO", SIGIO},
+    {"POLL", SIGPOLL},	 {"PWR", SIGPWR},	{"SYS", SIGSYS},
+};
+
+int podrun_stop_signal(const char *spec, int *sig, struct cerr *e)
+{
+	const char *n = spec;
+	int64_t v = -1;
+
+	*sig = SIGTERM;
+	if (!spec || !*spec)
+		return 0;
+	/* As Docker's signal.ParseSignal: a number, or a name with or
+	 * without "SIG", any case, RTMIN+n and RTMAX-n included. */
+	if (parse_int64(spec, 1, SIGRTMAX, &v, NULL) == 0) {
+		*sig = (int)v;
+		return 0;
+	}
+	if (!strncasecmp(n, "SIG", 3))
+		n += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(signal_names); i++)
+		if (!strcasecmp(n, signal_names[i].name)) {
+			*sig = signal_names[i].sig;
+			return 0;
+		}
+	if (!strncasecmp(n, "RTMIN", 5) || !strncasecmp(n, "RTMAX", 5)) {
+		bool min = !strncasecmp(n, "RTMIN", 5);
+		const char *off = n + 5;
+
+		if (!*off)
+			v = 0;
+		else if (*off == (min ? '+' : '-'))
+			parse_int64(off + 1, 0, SIGRTMAX - SIGRTMIN, &v, NULL);
+		if (v >= 0) {
+			*sig = min ? SIGRTMIN + (int)v : SIGRTMAX - (int)v;
+			return 0;
+		}
+	}
+	return cerr_set(e, EINVAL, "the image's StopSignal '%.32s' is not a "
+				   "signal",
+			spec);
 }
 
 /* ---- restarts ---- */

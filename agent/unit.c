@@ -307,6 +307,10 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 		podrun_user_free(&who);
 		return -1;
 	}
+	if (vol_image_dirs(rootfd, img->volumes, who.uid, who.gid, e) < 0) {
+		podrun_user_free(&who);
+		return -1;
+	}
 	rc->uid = who.uid;
 	rc->gid = who.gid;
 	rc->groups = (uint32_t *)who.groups;
@@ -330,6 +334,13 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 		    crilog_link_name(s->o.containers_log_dir, s->spec.pod_name,
 				     u->name, rc->cgroup_path);
 	rc->grace_seconds = s->spec.termination_grace_s;
+	{
+		int sig;
+
+		if (podrun_stop_signal(img->stop_signal, &sig, e) < 0)
+			return -1;
+		rc->stop_signal = sig;
+	}
 	/* The unit's own limits only: spec.resources is what Kip sized the
 	 * instance by (requests included), not a limit for any unit. */
 	rc->memory_limit = us->memory_limit;

@@ -307,3 +307,50 @@ void vol_unit_mounts_free(struct unit_mounts *m)
 	free(m->v);
 	memset(m, 0, sizeof(*m));
 }
+
+static int image_dir(int rootfd, const char *dir, uid_t uid, gid_t gid,
+		     struct cerr *e)
+{
+	char clean[PATH_MAX_INPUT];
+	cleanup_close int fd = -1, parent = -1;
+	const char *base;
+	struct stat st;
+
+	if (path_clean(dir, clean, sizeof(clean), e) < 0)
+		return -1;
+	if (!*clean)
+		return 0; /* VOLUME / */
+	fd = path_open_at(rootfd, clean, O_PATH | O_CLOEXEC, 0, PATH_IN_ROOT,
+			  e);
+	if (fd >= 0) {
+		if (fstat(fd, &st) < 0)
+			return cerr_sys(e, "stat");
+		if (!S_ISDIR(st.st_mode))
+			return cerr_set(e, ENOTDIR,
+					"exists in the image and is %s",
+					fs_type_name(st.st_mode));
+		return 0;
+	}
+	if (e->code != ENOENT)
+		return -1;
+	cerr_clear(e);
+	parent = path_open_parent_at(rootfd, clean, true, PATH_IN_ROOT, &base,
+				     e);
+	if (parent < 0)
+		return -1;
+	if (mkdirat(parent, base, 0755) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkdir");
+	if (fchownat(parent, base, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return cerr_sys(e, "chown");
+	return 0;
+}
+
+int vol_image_dirs(int rootfd, char *const *dirs, uid_t uid, gid_t gid,
+		   struct cerr *e)
+{
+	for (size_t i = 0; dirs && dirs[i]; i++)
+		if (image_dir(rootfd, dirs[i], uid, gid, e) < 0)
+			return cerr_prefix(e, "the image's VOLUME %.256s",
+					   dirs[i]);
+	return 0;
+}
