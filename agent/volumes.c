@@ -40,6 +40,91 @@ static int prepare_empty_dir(const struct volume *v, const char *dir,
 	return 0;
 }
 
+/* The kubelet's names of file types (hostutil's GetFileType), NULL for
+ * the types it does not know (a FIFO, …). */
+static const char *kube_file_type(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFSOCK:
+		return "Socket";
+	case S_IFBLK:
+		return "BlockDevice";
+	case S_IFCHR:
+		return "CharDevice";
+	case S_IFDIR:
+		return "Directory";
+	case S_IFREG:
+		return "File";
+	default:
+		return NULL;
+	}
+}
+
+/* hostPath.type, checked as the kubelet checks it (pkg/volume/hostpath
+ * checkType), with its messages: "" checks nothing; DirectoryOrCreate and
+ * FileOrCreate make a missing path (0755 directories, parents included; an
+ * empty 0644 file, parent not) and check nothing more; the others (and the
+ * OrCreate ones on an existing path) need that type, links followed. */
+static int host_path_check(const char *path, const char *type, struct cerr *e)
+{
+	static const struct {
+		const char *type, *want, *what;
+	} types[] = {
+	    {"DirectoryOrCreate", "Directory", "directory"},
+	    {"Directory", "Directory", "directory"},
+	    {"FileOrCreate", "File", "file"},
+	    {"File", "File", "file"},
+	    {"Socket", "Socket", "socket file"},
+	    {"CharDevice", "CharDevice", "character device"},
+	    {"BlockDevice", "BlockDevice", "block device"},
+	};
+	struct stat st;
+	const char *got;
+	size_t i;
+
+	if (!type || !*type)
+		return 0;
+	for (i = 0; i < ARRAY_SIZE(types); i++)
+		if (!strcmp(type, types[i].type))
+			break;
+	if (i == ARRAY_SIZE(types))
+		return cerr_set(e, EINVAL, "%s is an invalid volume type",
+				type);
+	if (stat(path, &st) < 0 && errno == ENOENT) {
+		if (!strcmp(type, "DirectoryOrCreate"))
+			return fs_mkdir_p(path, 0755, e);
+		if (!strcmp(type, "FileOrCreate")) {
+			int fd = open(path, O_RDONLY | O_CREAT | O_NONBLOCK |
+						O_CLOEXEC,
+				      0644);
+			if (fd < 0 && errno != EEXIST)
+				return cerr_sys(e, "create hostPath %s", path);
+			if (fd >= 0)
+				close(fd);
+			return 0;
+		}
+		return cerr_set(e, ENOENT, "hostPath %s doesn't exist", path);
+	}
+	if (stat(path, &st) < 0)
+		return cerr_sys(e, "hostPath type check failed, %s is not a "
+				   "%s, unable to determine its type",
+				path, types[i].what);
+	got = kube_file_type(st.st_mode);
+	if (!got)
+		return cerr_set(e, EINVAL,
+				"hostPath type check failed, %s is not a %s, "
+				"unable to determine its type: only recognise "
+				"file, directory, socket, block device and "
+				"character device",
+				path, types[i].what);
+	if (strcmp(got, types[i].want))
+		return cerr_set(e, ENOTDIR,
+				"hostPath type check failed: %s is not a %s, "
+				"it's a %s",
+				path, types[i].what, got);
+	return 0;
+}
+
 /* Where a volume's contents are on the host; created when needed. */
 static char *volume_source(const struct volume *v, const struct vol_dirs *d,
 			   struct cerr *e)
@@ -62,9 +147,7 @@ static char *volume_source(const struct volume *v, const struct vol_dirs *d,
 				 v->name);
 			return NULL;
 		}
-		if (v->host_path_type &&
-		    !strcmp(v->host_path_type, "DirectoryOrCreate") &&
-		    fs_mkdir_p(v->path, 0755, e) < 0)
+		if (host_path_check(v->path, v->host_path_type, e) < 0)
 			return NULL;
 		return xstrdup(v->path);
 	case VOL_UNKNOWN:

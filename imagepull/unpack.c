@@ -608,8 +608,8 @@ static int write_failed(struct unpacker *u)
 {
 	if (errno == ENOSPC || errno == EDQUOT)
 		return cerr_set(u->e, ENOSPC,
-				"does not fit: the disk it unpacks to is full "
-				"after %llu MiB",
+				"does not fit: no space left on the disk it "
+				"unpacks to after %llu MiB",
 				(unsigned long long)(u->st.bytes >> 20));
 	return cerr_sys(u->e, "write");
 }
