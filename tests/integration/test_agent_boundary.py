@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from images import CharDev, Fifo, File, Image, busybox_layer, push, Layer
+from images import CharDev, Dir, Fifo, File, Image, Layer, busybox_layer, push
 from wire import WireError, pod_params
 from test_agent_api import start_agent
 from test_agent_pod import (FAST, cell, image, sh, state_of, unmount_below,  # noqa: F401
@@ -252,3 +252,50 @@ def test_decompression_bomb_keeps_the_reserve(registry, image, small_disk, flat)
         assert free_mib(small_disk) > 96 - 24, free_mib(small_disk)
     finally:
         assert a.stop() == 0, a.log()[-3000:]
+
+
+# ---- the kubelet's groups, the image's VOLUMEs and StopSignal ----
+
+def test_id_lists_the_primary_group(cell, image):
+    """The Kubernetes docs' security-context demo ("Configure a Security
+    Context"): `id` prints uid=1000 gid=3000 groups=2000,3000,4000 (the
+    fsGroup, the primary group and supplementalGroups; the kernel sorts
+    them), as under the kubelet."""
+    a, c = cell()
+    sc = {"namespaceOptions": None, "runAsUser": 1000, "runAsGroup": 3000,
+          "supplementalGroups": [4000], "fsGroup": 2000, "sysctls": []}
+    c.update_pod(pod_params("ns_pod", restart_policy="Never", securityContext=sc,
+                            units=[sh(image, "id", "id")]))
+    wait_state(c, "id", "terminated")
+    out = c.logs("id").decode()
+    assert "uid=1000 gid=3000 groups=2000,3000,4000" in out, out
+
+
+def test_image_volumes_and_stop_signal(cell, registry, tmp_path):
+    """VOLUME directories exist in the unit (a new one owned by the unit's
+    user, one the image has keeps its owner), and stopping the unit sends
+    the image's StopSignal."""
+    push(registry, "t/vol", "v1", Image(
+        [busybox_layer(), Layer([Dir("kept", mode=0o700, uid=7, gid=8)])],
+        config={"Cmd": ["/bin/sh"], "User": "1000:1001", "StopSignal": "SIGUSR1",
+                "Volumes": {"/data/new": {}, "/kept": {}}}))
+    ref = registry.ref("t/vol", "v1")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    a, c = cell()
+    script = ("stat -c '%n %u:%g %a' /data/new /kept; "
+              "trap 'echo usr1 > /out/sig; exit 0' USR1; trap 'echo term > /out/sig; exit 1' TERM; "
+              "echo ready; while true; do sleep 0.1; done")
+    c.update_pod(pod_params(
+        "ns_pod", volumes=[{"name": "out", "hostPath": {"path": str(out), "type": "Directory"}}],
+        units=[sh(ref, "v", script,
+                  volumeMounts=[{"name": "out", "mountPath": "/out"}])]))
+    wait_state(c, "v", "running")
+    c.wait_status(lambda s: "ready" in c.logs("v").decode(), timeout=30)
+    text = c.logs("v").decode()
+    assert "/data/new 1000:1001 755" in text, text
+    assert "/kept 7:8 700" in text, text
+    c.update_pod(pod_params("ns_pod", units=[]))
+    wait_units_gone(a)
+    assert (out / "sig").read_text() == "usr1\n"
