@@ -453,17 +453,17 @@ static const struct {
 	const char *name;
 	int sig;
 } signal_names[] = {
-    {"HUP", SIGHUP},	 {"INT", SIGINT},	{"QUIT", SIGQUIT},
-    {"ILL", SIGILL},	 {"TRAP", SIGTRAP},	{"ABRT", SIGABRT},
-    {"IOT", SIGIOT},	 {"BUS", SIGBUS},	{"FPE", SIGFPE},
-    {"KILL", SIGKILL},	 {"USR1", SIGUSR1},	{"SEGV", SIGSEGV},
-    {"USR2", SIGUSR2},	 {"PIPE", SIGPIPE},	{"ALRM", SIGALRM},
-    {"TERM", SIGTERM},	 {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD},
-    {"CONT", SIGCONT},	 {"STOP", SIGSTOP},	{"TSTP", SIGTSTP},
-    {"TTIN", SIGTTIN},	 {"TTOU", SIGTTOU},	{"URG", SIGURG},
-    {"XCPU", SIGXCPU},	 {"XFSZ", SIGXFSZ},	{"VTALRM", SIGVTALRM},
-    {"PROF", SIGPROF},	 {"WINCH", SIGWINCH},	{"IO", SIGIO},
-    {"POLL", SIGPOLL},	 {"PWR", SIGPWR},	{"SYS", SIGSYS},
+    {"HUP", SIGHUP},   {"INT", SIGINT},	      {"QUIT", SIGQUIT},
+    {"ILL", SIGILL},   {"TRAP", SIGTRAP},     {"ABRT", SIGABRT},
+    {"IOT", SIGIOT},   {"BUS", SIGBUS},	      {"FPE", SIGFPE},
+    {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},     {"ALRM", SIGALRM},
+    {"TERM", SIGTERM}, {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD},
+    {"CONT", SIGCONT}, {"STOP", SIGSTOP},     {"TSTP", SIGTSTP},
+    {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},
+    {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},     {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH},   {"IO", SIGIO},
+    {"POLL", SIGPOLL}, {"PWR", SIGPWR},	      {"SYS", SIGSYS},
 };
 
 int podrun_stop_signal(const char *spec, int *sig, struct cerr *e)
@@ -500,8 +500,9 @@ int podrun_stop_signal(const char *spec, int *sig, struct cerr *e)
 			return 0;
 		}
 	}
-	return cerr_set(e, EINVAL, "the image's StopSignal '%.32s' is not a "
-				   "signal",
+	return cerr_set(e, EINVAL,
+			"the image's StopSignal '%.32s' is not a "
+			"signal",
 			spec);
 }
 

@@ -94,9 +94,9 @@ static int host_path_check(const char *path, const char *type, struct cerr *e)
 		if (!strcmp(type, "DirectoryOrCreate"))
 			return fs_mkdir_p(path, 0755, e);
 		if (!strcmp(type, "FileOrCreate")) {
-			int fd = open(path, O_RDONLY | O_CREAT | O_NONBLOCK |
-						O_CLOEXEC,
-				      0644);
+			int fd = open(
+			    path, O_RDONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC,
+			    0644);
 			if (fd < 0 && errno != EEXIST)
 				return cerr_sys(e, "create hostPath %s", path);
 			if (fd >= 0)
@@ -106,8 +106,9 @@ static int host_path_check(const char *path, const char *type, struct cerr *e)
 		return cerr_set(e, ENOENT, "hostPath %s doesn't exist", path);
 	}
 	if (stat(path, &st) < 0)
-		return cerr_sys(e, "hostPath type check failed, %s is not a "
-				   "%s, unable to determine its type",
+		return cerr_sys(e,
+				"hostPath type check failed, %s is not a "
+				"%s, unable to determine its type",
 				path, types[i].what);
 	got = kube_file_type(st.st_mode);
 	if (!got)
@@ -403,8 +404,8 @@ static int image_dir(int rootfd, const char *dir, uid_t uid, gid_t gid,
 		return -1;
 	if (!*clean)
 		return 0; /* VOLUME / */
-	fd = path_open_at(rootfd, clean, O_PATH | O_CLOEXEC, 0, PATH_IN_ROOT,
-			  e);
+	fd =
+	    path_open_at(rootfd, clean, O_PATH | O_CLOEXEC, 0, PATH_IN_ROOT, e);
 	if (fd >= 0) {
 		if (fstat(fd, &st) < 0)
 			return cerr_sys(e, "stat");
@@ -417,8 +418,8 @@ static int image_dir(int rootfd, const char *dir, uid_t uid, gid_t gid,
 	if (e->code != ENOENT)
 		return -1;
 	cerr_clear(e);
-	parent = path_open_parent_at(rootfd, clean, true, PATH_IN_ROOT, &base,
-				     e);
+	parent =
+	    path_open_parent_at(rootfd, clean, true, PATH_IN_ROOT, &base, e);
 	if (parent < 0)
 		return -1;
 	if (mkdirat(parent, base, 0755) < 0 && errno != EEXIST)

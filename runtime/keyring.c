@@ -34,7 +34,8 @@
 #error "keyring.c: no seccomp numbers for this architecture"
 #endif
 
-#define LD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
+#define LD_NR                                                                  \
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
 #define DENY_IF(nr, after) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), (after), 0)
 
 static int install_filter(struct cerr *e)

@@ -581,7 +581,8 @@ static void kill_unit(struct monitor *m)
 static void begin_stop(struct monitor *m, int grace)
 {
 	struct itimerspec t = {.it_value = {grace, 0}};
-	/* The image's StopSignal (run.json), as Docker and containerd use it. */
+	/* The image's StopSignal (run.json), as Docker and containerd use it.
+	 */
 	int sig = m->cfg.stop_signal > 0 ? (int)m->cfg.stop_signal : SIGTERM;
 
 	if (m->init_done)

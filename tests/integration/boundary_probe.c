@@ -49,16 +49,16 @@ static int keys(const char *desc, long serial)
 {
 	char buf[256];
 
-	say("get-user-keyring",
-	    syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, 0));
+	say("get-user-keyring", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID,
+					KEY_SPEC_USER_KEYRING, 0));
 	say("search", syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING,
 			      "user", desc, 0));
 	say("read", syscall(SYS_keyctl, KEYCTL_READ, serial, buf, sizeof(buf)));
 	say("describe",
 	    syscall(SYS_keyctl, KEYCTL_DESCRIBE, serial, buf, sizeof(buf)));
 	say("update", syscall(SYS_keyctl, KEYCTL_UPDATE, serial, "owned", 5));
-	say("link", syscall(SYS_keyctl, KEYCTL_LINK, serial,
-			    KEY_SPEC_SESSION_KEYRING));
+	say("link",
+	    syscall(SYS_keyctl, KEYCTL_LINK, serial, KEY_SPEC_SESSION_KEYRING));
 	say("add-session", syscall(SYS_add_key, "user", "ctr-key-session", "x",
 				   1, KEY_SPEC_SESSION_KEYRING));
 	say("add-user", syscall(SYS_add_key, "user", "ctr-key-user", "x", 1,
@@ -136,11 +136,11 @@ static int alloc(long mib)
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "keys"))
-		return keys(argv[2], atol(argv[3]));
+		return keys(argv[2], strtol(argv[3], NULL, 10));
 	if (argc == 3 && !strcmp(argv[1], "cgroup"))
 		return cgroup(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "alloc"))
-		return alloc(atol(argv[2]));
+		return alloc(strtol(argv[2], NULL, 10));
 	fprintf(stderr, "usage: see the comment\n");
 	return 2;
 }

@@ -182,8 +182,8 @@ static void test_user(void)
 
 	img.user = "app";
 	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.uid == 1000 &&
-	       r.gid == 1001 && !strcmp(r.home, "/home/app") && r.n_groups == 3 &&
-	       r.groups[0] == 1001,
+	       r.gid == 1001 && !strcmp(r.home, "/home/app") &&
+	       r.n_groups == 3 && r.groups[0] == 1001,
 	   "named user: uid, primary gid, home, primary and member groups");
 	podrun_user_free(&r);
 	img.user = "app:staff";
@@ -241,8 +241,8 @@ static void test_user(void)
 	pod.has_fs_group = true;
 	pod.fs_group = 2000;
 	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.gid == 3000 &&
-	       r.n_groups == 5 && r.groups[0] == 3000 &&
-	       r.groups[3] == 4000 && r.groups[4] == 2000,
+	       r.n_groups == 5 && r.groups[0] == 3000 && r.groups[3] == 4000 &&
+	       r.groups[4] == 2000,
 	   "primary group first among the groups, then member groups, "
 	   "supplementalGroups and fsGroup");
 	podrun_user_free(&r);
