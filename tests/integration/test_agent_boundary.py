@@ -123,14 +123,19 @@ def test_container_cannot_reach_host_keys(cell, probe_image):
     serial = add_user_key(desc, b"host-secret")
     try:
         a, c = cell()
-        c.update_pod(pod_params("ns_pod", restart_policy="Never", units=[
-            sh(probe_image, "k", f"/probe keys {desc.decode()} {serial}")]))
-        wait_state(c, "k", "terminated")
-        got = probe_lines(c, "k")
-        assert set(got) >= {"get-user-keyring", "search", "read", "describe", "update",
-                            "link", "add-session", "add-user"}, got
-        for what, res in got.items():
-            assert not res.startswith("ok"), (what, res, got)
+        probe = f"/probe keys {desc.decode()} {serial}"
+        c.update_pod(pod_params("ns_pod", units=[
+            sh(probe_image, "k", f"{probe}; echo done; exec sleep 1000")]))
+        c.wait_status(lambda s: "done" in probe_lines(c, "k"), timeout=30)
+        # The unit itself, then a command exec'd into it.
+        out, err, code = c.exec("k", ["/bin/sh", "-c", probe]).collect(timeout=30)
+        for text in (c.logs("k").decode(), out.decode()):
+            got = dict(line.partition(" ")[::2] for line in text.splitlines())
+            got.pop("done", None)
+            assert set(got) >= {"get-user-keyring", "search", "read", "describe", "update",
+                                "link", "add-session", "add-user"}, (got, err)
+            for what, res in got.items():
+                assert not res.startswith("ok"), (what, res, got)
         with open("/proc/keys") as f:
             keys = f.read()
         assert "ctr-key" not in keys
