@@ -304,3 +304,15 @@ def test_image_volumes_and_stop_signal(cell, registry, tmp_path):
     c.update_pod(pod_params("ns_pod", units=[]))
     wait_units_gone(a)
     assert (out / "sig").read_text() == "usr1\n"
+
+
+def test_download_keeps_the_reserve(registry, pull, small_disk):
+    """A blob larger than the room above the reserve stops downloading at
+    the reserve, says so, and leaves no spool behind."""
+    push(registry, "t/fat", "v1", Image([Layer([File("r.bin", os.urandom(48 << 20))])]))
+    cache = os.path.join(small_disk, "cache")
+    rc, out, err = pull(registry, registry.ref("t/fat", "v1"), os.path.join(small_disk, "m"),
+                        cache, "--keep-free-mib", "64", mode="--mount")
+    assert rc == 1 and "does not fit" in err and "the reserve" in err, err
+    assert free_mib(small_disk) > 96 - 8, free_mib(small_disk)
+    assert os.listdir(os.path.join(cache, "tmp")) == []
