@@ -40,7 +40,7 @@ struct opts {
 	bool plain_http;
 	int verbose;
 	int64_t pod_memory_reserve; /* -1: no pod-wide cap */
-	int64_t pull_keep_free;	    /* bytes, passed to every pull */
+	int64_t pull_keep_free;	    /* bytes; 0: cell-pull's default */
 	/* The agent's own log file (Kip reads it through file/) and the
 	 * units' logs: size-rotated; links for log shippers. */
 	const char *agent_log, *containers_log_dir;
@@ -119,7 +119,7 @@ static void usage(FILE *f)
 	    "                           cell-agent)\n"
 	    "  --pull-keep-free Q       free space image pulls never unpack\n"
 	    "                           into (cell-pull's --keep-free-mib;\n"
-	    "                           256Mi)\n"
+	    "                           default 5% of the disk, <= 256Mi)\n"
 	    "  --unpack-bin PATH        cell-unpack, the deploy-package\n"
 	    "                           extractor (next to cell-agent)\n"
 	    "  --insecure-registry H    plain HTTP to registry H (repeatable)\n"
@@ -660,7 +660,6 @@ int main(int argc, char **argv)
 	    .state_dir = "/var/lib/cell-agent",
 	    .image_cache = "/var/lib/cell/images",
 	    .pod_memory_reserve = 256ll << 20,
-	    .pull_keep_free = 256ll << 20, /* cell-pull's default too */
 	    .agent_log = "/var/log/itzo/itzo.log",
 	    .agent_log_max = 10 << 20,
 	    .agent_log_files = 5,

@@ -79,12 +79,13 @@ static int spool_room(struct blob_job *b, size_t n, struct cerr *e)
 	if (fstatvfs(b->wfd, &sv) < 0)
 		return 0; /* the write itself will tell */
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	reserve = unpack_reserve(reserve, (uint64_t)sv.f_blocks * sv.f_frsize);
 	if (avail >= reserve + SPOOL_CHECK_BYTES)
 		return 0;
 	return cerr_set(e, ENOSPC,
-			"does not fit: %llu MiB free, and pulling keeps %llu "
-			"MiB free (the reserve) on the cache's disk; blob %s "
-			"is %lld MiB",
+			"does not fit: no space left above the reserve: %llu "
+			"MiB free, and pulling keeps %llu MiB free on the "
+			"cache's disk; blob %s is %lld MiB",
 			(unsigned long long)(avail >> 20),
 			(unsigned long long)(reserve >> 20), b->desc->digest,
 			(long long)(b->desc->size >> 20));

@@ -378,7 +378,7 @@ static int fetch_layers(struct pull *p, struct cerr *e)
 	p->f.reg = p->reg;
 	p->f.validate = p->o->validate_cache;
 	p->f.reserve =
-	    p->o->keep_free ? p->o->keep_free : PULL_DEFAULT_KEEP_FREE;
+	    p->o->keep_free ? p->o->keep_free : UNPACK_RESERVE_DEFAULT;
 	p->f.n_layers = (int)p->m.n_layers;
 	p->f.progress = p->o->progress;
 	p->f.progress_arg = p->o->progress_arg;

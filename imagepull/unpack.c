@@ -575,14 +575,14 @@ static int archive_fail(struct unpacker *u, const char *what)
  * into the reserve. */
 #define RESERVE_CHECK_BYTES (4u << 20)
 
-static int does_not_fit(struct unpacker *u, uint64_t avail)
+static int does_not_fit(struct unpacker *u, uint64_t avail, uint64_t reserve)
 {
 	return cerr_set(u->e, ENOSPC,
-			"does not fit: %llu MiB free, and unpacking keeps "
-			"%llu MiB free (the reserve) on the disk it unpacks "
-			"to; %llu MiB unpacked so far",
+			"does not fit: no space left above the reserve: %llu "
+			"MiB free, and unpacking keeps %llu MiB free on the "
+			"disk it unpacks to; %llu MiB unpacked so far",
 			(unsigned long long)(avail >> 20),
-			(unsigned long long)(u->pol->reserve_bytes >> 20),
+			(unsigned long long)(reserve >> 20),
 			(unsigned long long)(u->st.bytes >> 20));
 }
 
@@ -590,7 +590,7 @@ static int does_not_fit(struct unpacker *u, uint64_t avail)
 static int check_reserve(struct unpacker *u, size_t coming)
 {
 	struct statvfs sv;
-	uint64_t avail;
+	uint64_t avail, reserve;
 
 	u->unchecked += coming;
 	if (!u->pol->reserve_bytes || u->unchecked < RESERVE_CHECK_BYTES)
@@ -599,8 +599,10 @@ static int check_reserve(struct unpacker *u, size_t coming)
 	if (fstatvfs(u->rootfd, &sv) < 0)
 		return 0; /* the write itself will tell */
 	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (avail < u->pol->reserve_bytes + RESERVE_CHECK_BYTES)
-		return does_not_fit(u, avail);
+	reserve = unpack_reserve(u->pol->reserve_bytes,
+				 (uint64_t)sv.f_blocks * sv.f_frsize);
+	if (avail < reserve + RESERVE_CHECK_BYTES)
+		return does_not_fit(u, avail, reserve);
 	return 0;
 }
 

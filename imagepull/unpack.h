@@ -49,7 +49,7 @@ struct unpack_policy {
 	/* Free space (bytes available to unprivileged writers) that must be
 	 * left on rootfd's filesystem: checked as data is written; going
 	 * below fails with ENOSPC "does not fit". 0: none (a full disk still
-	 * fails with ENOSPC). */
+	 * fails with ENOSPC); UNPACK_RESERVE_DEFAULT: unpack_reserve's. */
 	uint64_t reserve_bytes;
 	uint64_t max_entries;
 	const char *what; /* "layer entry": error messages name entries so */
@@ -64,6 +64,20 @@ struct unpack_policy {
 	/* A hardlink's cleaned target, rewritten in place like map_name. */
 	int (*map_hardlink)(void *ctx, char *target, struct cerr *e);
 };
+
+#define UNPACK_RESERVE_DEFAULT UINT64_MAX
+
+/* The reserve in bytes on a filesystem of size fs_bytes: want, or for
+ * UNPACK_RESERVE_DEFAULT 5% of the filesystem and at most 256 MiB (a
+ * cell's 10 GB disk keeps 256 MiB; a 1 GiB test image 51 MiB). */
+static inline uint64_t unpack_reserve(uint64_t want, uint64_t fs_bytes)
+{
+	uint64_t pct = fs_bytes / 20;
+
+	if (want != UNPACK_RESERVE_DEFAULT)
+		return want;
+	return pct < (256ull << 20) ? pct : (256ull << 20);
+}
 
 /* Read every entry of an archive reader and apply it beneath rootfd as the
  * policy says. A hostile entry fails the whole archive with a clear error

@@ -250,7 +250,7 @@ def test_decompression_bomb_keeps_the_reserve(registry, image, small_disk, flat)
         assert "ErrImagePull" in seen[0] and "reserve" in seen[0], seen
         assert a.log().count("does not fit") >= 3, a.log()[-3000:]
         # Never into the reserve (less the 4 MiB between two looks).
-        assert lowest >= 24 - 8, lowest
+        assert lowest >= 24 - 8, (lowest, seen)
         # What the failed pulls unpacked is gone again.
         c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
         wait_units_gone(a)
