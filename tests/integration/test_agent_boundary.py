@@ -316,3 +316,24 @@ def test_download_keeps_the_reserve(registry, pull, small_disk):
     assert rc == 1 and "does not fit" in err and "the reserve" in err, err
     assert free_mib(small_disk) > 96 - 8, free_mib(small_disk)
     assert os.listdir(os.path.join(cache, "tmp")) == []
+
+
+def test_host_path_type_is_checked(cell, image, tmp_path):
+    """A hostPath whose type does not match keeps the unit from starting
+    with the kubelet's message; DirectoryOrCreate makes the directory."""
+    made = tmp_path / "made" / "here"
+    a, c = cell()
+    c.update_pod(pod_params(
+        "ns_pod",
+        volumes=[{"name": "s", "hostPath": {"path": str(tmp_path), "type": "Socket"}},
+                 {"name": "d", "hostPath": {"path": str(made), "type": "DirectoryOrCreate"}}],
+        units=[sh(image, "x", "exec sleep 1000",
+                  volumeMounts=[{"name": "s", "mountPath": "/s"}]),
+               sh(image, "y", "exec sleep 1000",
+                  volumeMounts=[{"name": "d", "mountPath": "/d"}])]))
+    st = c.wait_status(lambda s: state_of(s, "x").get("waiting", {}).get("reason", "")
+                       .find("hostPath type check failed") >= 0, timeout=30)
+    assert f"{tmp_path} is not a socket file, it's a Directory" in \
+        state_of(st, "x")["waiting"]["reason"], st
+    wait_state(c, "y", "running")
+    assert made.is_dir()
