@@ -133,8 +133,9 @@ struct pod_spec {
 	struct volume *volumes;
 	size_t n_volumes;
 	enum ns_mode ns_network, ns_pid, ns_ipc;
-	bool has_run_as_user, has_run_as_group;
+	bool has_run_as_user, has_run_as_group, has_fs_group;
 	int64_t run_as_user, run_as_group;
+	int64_t fs_group; /* extension: Kip never sends it */
 	int64_t *supplemental_groups;
 	size_t n_supplemental_groups;
 	struct kv *sysctls;

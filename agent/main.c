@@ -41,6 +41,7 @@ struct opts {
 	bool plain_http;
 	int verbose;
 	int64_t pod_memory_reserve; /* -1: no pod-wide cap */
+	int64_t pull_keep_free;	    /* bytes; 0: cell-pull's default */
 	/* The agent's own log file (Kip reads it through file/) and the
 	 * units' logs: size-rotated; links for log shippers. */
 	const char *agent_log, *containers_log_dir;
@@ -59,6 +60,7 @@ enum {
 	O_INSECURE_REG,
 	O_PLAIN,
 	O_POD_RESERVE,
+	O_PULL_KEEP_FREE,
 	O_VERSION,
 	O_BOOT_SOURCE,
 	O_BOOT_HELPER,
@@ -83,6 +85,7 @@ static const struct option longopts[] = {
     {"insecure-registry", required_argument, NULL, O_INSECURE_REG},
     {"insecure-plain-http", no_argument, NULL, O_PLAIN},
     {"pod-memory-reserve", required_argument, NULL, O_POD_RESERVE},
+    {"pull-keep-free", required_argument, NULL, O_PULL_KEEP_FREE},
     {"agent-log", required_argument, NULL, O_AGENT_LOG},
     {"agent-log-max-size", required_argument, NULL, O_AGENT_LOG_MAX},
     {"agent-log-max-files", required_argument, NULL, O_AGENT_LOG_FILES},
@@ -115,6 +118,9 @@ static void usage(FILE *f)
 	    "its\n"
 	    "                           cache front, else cell-pull, next to\n"
 	    "                           cell-agent)\n"
+	    "  --pull-keep-free Q       free space image pulls never unpack\n"
+	    "                           into (cell-pull's --keep-free-mib;\n"
+	    "                           default 5% of the disk, <= 256Mi)\n"
 	    "  --unpack-bin PATH        cell-unpack, the deploy-package\n"
 	    "                           extractor (next to cell-agent)\n"
 	    "  --insecure-registry H    plain HTTP to registry H (repeatable)\n"
@@ -381,6 +387,19 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			}
 			break;
 		}
+		case O_PULL_KEEP_FREE: {
+			struct cerr qe = {0};
+
+			if (wire_parse_quantity(optarg, &o->pull_keep_free,
+						&qe) < 0 ||
+			    o->pull_keep_free < (1 << 20)) {
+				fprintf(stderr,
+					"cell-agent: --pull-keep-free: %s\n",
+					qe.code ? qe.msg : "at least 1Mi");
+				return -1;
+			}
+			break;
+		}
 		case 'v':
 			o->verbose++;
 			break;
@@ -569,6 +588,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .insecure_registries = o->insecure,
 	    .packages_dir = pkgs,
 	    .pod_memory_reserve = o->pod_memory_reserve,
+	    .pull_keep_free_mib = (o->pull_keep_free + (1 << 20) - 1) >> 20,
 	    .log_max_bytes = o->container_log_max,
 	    .log_max_files = o->container_log_files,
 	    .containers_log_dir = o->containers_log_dir,

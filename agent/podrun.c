@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/capability.h>
@@ -166,16 +167,25 @@ char **podrun_argv(const struct unit_spec *u, const struct image_config *img,
 
 /* ---- users and groups from the image's /etc files ---- */
 
-static int read_etc(int rootfd, const char *rel, struct buf *out)
+/* The image's /etc/passwd or /etc/group, as chroot would find it. Missing:
+ * 0 with out empty (numeric ids only). Anything but a regular file is an
+ * error: a FIFO there would block the agent, a device node would be opened
+ * as host root. */
+static int read_etc(int rootfd, const char *rel, struct buf *out,
+		    struct cerr *e)
 {
 	cleanup_close int fd = -1;
-	struct cerr ignore = {0};
 
 	buf_init(out, ETC_FILE_MAX);
-	fd = path_open_beneath(rootfd, rel, O_RDONLY | O_NOFOLLOW, 0, &ignore);
-	if (fd < 0)
-		return -1; /* no such file: numeric ids only */
-	return fs_read_fd(fd, out, &ignore);
+	fd = path_open_at(rootfd, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
+			  PATH_IN_ROOT, e);
+	if (fd < 0 && (e->code == ENOENT || e->code == ENOTDIR)) {
+		cerr_clear(e);
+		return 0;
+	}
+	if (fd < 0 || fs_read_regular(fd, out, e) < 0)
+		return cerr_prefix(e, "the image's /%s", rel);
+	return 0;
 }
 
 /* Field i (0-based) of a colon-separated line, copied into out. */
@@ -310,8 +320,10 @@ int podrun_user(const struct unit_spec *u, const struct pod_spec *pod,
 	int ret = -1;
 
 	memset(out, 0, sizeof(*out));
-	read_etc(rootfd, "etc/passwd", &passwd);
-	read_etc(rootfd, "etc/group", &group);
+	buf_init(&group, ETC_FILE_MAX);
+	if (read_etc(rootfd, "etc/passwd", &passwd, e) < 0 ||
+	    read_etc(rootfd, "etc/group", &group, e) < 0)
+		goto out;
 	if (colon)
 		*colon = '\0';
 	if (!*spec)
@@ -332,6 +344,10 @@ int podrun_user(const struct unit_spec *u, const struct pod_spec *pod,
 	if (u->has_run_as_group || pod->has_run_as_group)
 		out->gid = (gid_t)(u->has_run_as_group ? u->run_as_group
 						       : pod->run_as_group);
+	/* The primary group first, as containerd and CRI-O list it (the
+	 * kubelet's `id` shows groups=3000,4000), then /etc/group's, then
+	 * supplementalGroups and fsGroup. */
+	add_group(out, out->gid);
 	if (passwd.data && group.data) {
 		char idbuf[32];
 		const char *l;
@@ -343,6 +359,8 @@ int podrun_user(const struct unit_spec *u, const struct pod_spec *pod,
 	}
 	for (size_t i = 0; i < pod->n_supplemental_groups; i++)
 		add_group(out, (gid_t)pod->supplemental_groups[i]);
+	if (pod->has_fs_group)
+		add_group(out, (gid_t)pod->fs_group);
 	ret = 0;
 out:
 	if (ret < 0)
@@ -428,6 +446,65 @@ char **podrun_caps(const struct unit_spec *u, struct cerr *e)
 			*p = (char)toupper((unsigned char)*p);
 	}
 	return strv_done(&out);
+}
+
+/* ---- the image's StopSignal ---- */
+
+static const struct {
+	const char *name;
+	int sig;
+} signal_names[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},	      {"QUIT", SIGQUIT},
+    {"ILL", SIGILL},   {"TRAP", SIGTRAP},     {"ABRT", SIGABRT},
+    {"IOT", SIGIOT},   {"BUS", SIGBUS},	      {"FPE", SIGFPE},
+    {"KILL", SIGKILL}, {"USR1", SIGUSR1},     {"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2}, {"PIPE", SIGPIPE},     {"ALRM", SIGALRM},
+    {"TERM", SIGTERM}, {"STKFLT", SIGSTKFLT}, {"CHLD", SIGCHLD},
+    {"CONT", SIGCONT}, {"STOP", SIGSTOP},     {"TSTP", SIGTSTP},
+    {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},     {"URG", SIGURG},
+    {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},     {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH},   {"IO", SIGIO},
+    {"POLL", SIGPOLL}, {"PWR", SIGPWR},	      {"SYS", SIGSYS},
+};
+
+int podrun_stop_signal(const char *spec, int *sig, struct cerr *e)
+{
+	const char *n = spec;
+	int64_t v = -1;
+
+	*sig = SIGTERM;
+	if (!spec || !*spec)
+		return 0;
+	/* As Docker's signal.ParseSignal: a number, or a name with or
+	 * without "SIG", any case, RTMIN+n and RTMAX-n included. */
+	if (parse_int64(spec, 1, SIGRTMAX, &v, NULL) == 0) {
+		*sig = (int)v;
+		return 0;
+	}
+	if (!strncasecmp(n, "SIG", 3))
+		n += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(signal_names); i++)
+		if (!strcasecmp(n, signal_names[i].name)) {
+			*sig = signal_names[i].sig;
+			return 0;
+		}
+	if (!strncasecmp(n, "RTMIN", 5) || !strncasecmp(n, "RTMAX", 5)) {
+		bool min = !strncasecmp(n, "RTMIN", 5);
+		const char *off = n + 5;
+
+		if (!*off)
+			v = 0;
+		else if (*off == (min ? '+' : '-'))
+			parse_int64(off + 1, 0, SIGRTMAX - SIGRTMIN, &v, NULL);
+		if (v >= 0) {
+			*sig = min ? SIGRTMIN + (int)v : SIGRTMAX - (int)v;
+			return 0;
+		}
+	}
+	return cerr_set(e, EINVAL,
+			"the image's StopSignal '%.32s' is not a "
+			"signal",
+			spec);
 }
 
 /* ---- restarts ---- */

@@ -59,6 +59,11 @@ void podrun_user_free(struct podrun_user *u);
  * name. */
 char **podrun_caps(const struct unit_spec *u, struct cerr *e);
 
+/* The image's StopSignal ("SIGQUIT", "quit", "3", "SIGRTMIN+3") as a
+ * number, as Docker parses it; SIGTERM when spec is NULL or empty. EINVAL
+ * for anything else. */
+int podrun_stop_signal(const char *spec, int *sig, struct cerr *e);
+
 /* Whether a unit that ended with exit_code restarts under the policy. */
 bool podrun_should_restart(enum restart_policy p, int exit_code);
 

@@ -730,6 +730,7 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 	s->o.packages_dir = xstrdup(o->packages_dir);
 	s->o.pod_memory_reserve = o->pod_memory_reserve;
 	s->pod_memory_cap = pod_memory_cap(o->pod_memory_reserve);
+	s->o.pull_keep_free_mib = o->pull_keep_free_mib;
 	s->o.log_max_bytes = o->log_max_bytes;
 	s->o.log_max_files = o->log_max_files;
 	s->o.containers_log_dir =

@@ -23,6 +23,8 @@ struct sup_opts {
 	/* The pod's units together may use the instance's memory minus this
 	 * (bytes); -1: no pod-wide cap. */
 	int64_t pod_memory_reserve;
+	/* cell-pull --keep-free-mib; 0: its default. */
+	int64_t pull_keep_free_mib;
 	/* Unit logs: rotation (0: 10 MiB, 5 files) and the kubelet-style
 	 * links <dir>/<pod>_<namespace>_<unit>-<id>.log (NULL: none). */
 	int64_t log_max_bytes;

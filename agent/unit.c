@@ -115,10 +115,11 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
 	cleanup_free char *config = xasprintf("%s/image-config.json", run);
-	/* Sixteen: each fixed option below at most once and the NULL; then a
-	 * pair per insecure registry. */
-	size_t n = 0, cap = 16 + 2 * strv_len(s->insecure);
+	/* Eighteen: each fixed option below at most once and the NULL; then
+	 * a pair per insecure registry. */
+	size_t n = 0, cap = 18 + 2 * strv_len(s->insecure);
 	cleanup_free const char **argv = xcalloc(cap, sizeof(*argv));
+	char keep_free[24];
 	int credfd = -1, rc;
 	struct epoll_event ev = {.events = EPOLLIN};
 
@@ -137,6 +138,12 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	argv[n++] = config;
 	argv[n++] = "--progress";
 	argv[n++] = "json";
+	if (s->o.pull_keep_free_mib > 0) {
+		snprintf(keep_free, sizeof(keep_free), "%lld",
+			 (long long)s->o.pull_keep_free_mib);
+		argv[n++] = "--keep-free-mib";
+		argv[n++] = keep_free;
+	}
 	for (size_t i = 0; s->insecure && s->insecure[i]; i++) {
 		argv[n++] = "--insecure-registry";
 		argv[n++] = s->insecure[i];
@@ -330,6 +337,10 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 		podrun_user_free(&who);
 		return -1;
 	}
+	if (vol_image_dirs(rootfd, img->volumes, who.uid, who.gid, e) < 0) {
+		podrun_user_free(&who);
+		return -1;
+	}
 	rc->uid = who.uid;
 	rc->gid = who.gid;
 	rc->groups = (uint32_t *)who.groups;
@@ -353,6 +364,13 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 		    crilog_link_name(s->o.containers_log_dir, s->spec.pod_name,
 				     u->name, rc->cgroup_path);
 	rc->grace_seconds = s->spec.termination_grace_s;
+	{
+		int sig;
+
+		if (podrun_stop_signal(img->stop_signal, &sig, e) < 0)
+			return -1;
+		rc->stop_signal = sig;
+	}
 	/* The unit's own limits only: spec.resources is what Kip sized the
 	 * instance by (requests included), not a limit for any unit. */
 	rc->memory_limit = us->memory_limit;
@@ -653,7 +671,8 @@ static char *termination_message(const struct unit_rec *u, const char *run,
 	    u->spec ? u->spec->termination_message_policy : NULL;
 
 	buf_init(&b, TERM_MSG_MAX);
-	if (fs_read_file(p, &b, &e) < 0 && e.code == EFBIG)
+	/* The container writes this file: read it only as a regular file. */
+	if (fs_read_regular_file(p, &b, &e) < 0 && e.code == EFBIG)
 		b.len = TERM_MSG_MAX; /* keep the first 4 KiB */
 	if (b.len == 0 && exit_code != 0 && policy &&
 	    !strcmp(policy, "FallbackToLogsOnError")) {

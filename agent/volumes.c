@@ -41,6 +41,92 @@ static int prepare_empty_dir(const struct volume *v, const char *dir,
 	return 0;
 }
 
+/* The kubelet's names of file types (hostutil's GetFileType), NULL for
+ * the types it does not know (a FIFO, …). */
+static const char *kube_file_type(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFSOCK:
+		return "Socket";
+	case S_IFBLK:
+		return "BlockDevice";
+	case S_IFCHR:
+		return "CharDevice";
+	case S_IFDIR:
+		return "Directory";
+	case S_IFREG:
+		return "File";
+	default:
+		return NULL;
+	}
+}
+
+/* hostPath.type, checked as the kubelet checks it (pkg/volume/hostpath
+ * checkType), with its messages: "" checks nothing; DirectoryOrCreate and
+ * FileOrCreate make a missing path (0755 directories, parents included; an
+ * empty 0644 file, parent not) and check nothing more; the others (and the
+ * OrCreate ones on an existing path) need that type, links followed. */
+static int host_path_check(const char *path, const char *type, struct cerr *e)
+{
+	static const struct {
+		const char *type, *want, *what;
+	} types[] = {
+	    {"DirectoryOrCreate", "Directory", "directory"},
+	    {"Directory", "Directory", "directory"},
+	    {"FileOrCreate", "File", "file"},
+	    {"File", "File", "file"},
+	    {"Socket", "Socket", "socket file"},
+	    {"CharDevice", "CharDevice", "character device"},
+	    {"BlockDevice", "BlockDevice", "block device"},
+	};
+	struct stat st;
+	const char *got;
+	size_t i;
+
+	if (!type || !*type)
+		return 0;
+	for (i = 0; i < ARRAY_SIZE(types); i++)
+		if (!strcmp(type, types[i].type))
+			break;
+	if (i == ARRAY_SIZE(types))
+		return cerr_set(e, EINVAL, "%s is an invalid volume type",
+				type);
+	if (stat(path, &st) < 0 && errno == ENOENT) {
+		if (!strcmp(type, "DirectoryOrCreate"))
+			return fs_mkdir_p(path, 0755, e);
+		if (!strcmp(type, "FileOrCreate")) {
+			int fd = open(
+			    path, O_RDONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC,
+			    0644);
+			if (fd < 0 && errno != EEXIST)
+				return cerr_sys(e, "create hostPath %s", path);
+			if (fd >= 0)
+				close(fd);
+			return 0;
+		}
+		return cerr_set(e, ENOENT, "hostPath %s doesn't exist", path);
+	}
+	if (stat(path, &st) < 0)
+		return cerr_sys(e,
+				"hostPath type check failed, %s is not a "
+				"%s, unable to determine its type",
+				path, types[i].what);
+	got = kube_file_type(st.st_mode);
+	if (!got)
+		return cerr_set(e, EINVAL,
+				"hostPath type check failed, %s is not a %s, "
+				"unable to determine its type: only recognise "
+				"file, directory, socket, block device and "
+				"character device",
+				path, types[i].what);
+	if (strcmp(got, types[i].want))
+		return cerr_set(e, ENOTDIR,
+				"hostPath type check failed: %s is not a %s, "
+				"it's a %s",
+				path, types[i].what, got);
+	return 0;
+}
+
 /* Where a volume's contents are on the host; created when needed. */
 static char *volume_source(const struct volume *v, const struct vol_dirs *d,
 			   struct cerr *e)
@@ -63,9 +149,7 @@ static char *volume_source(const struct volume *v, const struct vol_dirs *d,
 				 v->name);
 			return NULL;
 		}
-		if (v->host_path_type &&
-		    !strcmp(v->host_path_type, "DirectoryOrCreate") &&
-		    fs_mkdir_p(v->path, 0755, e) < 0)
+		if (host_path_check(v->path, v->host_path_type, e) < 0)
 			return NULL;
 		return xstrdup(v->path);
 	case VOL_UNKNOWN:
@@ -307,4 +391,51 @@ void vol_unit_mounts_free(struct unit_mounts *m)
 	}
 	free(m->v);
 	memset(m, 0, sizeof(*m));
+}
+
+static int image_dir(int rootfd, const char *dir, uid_t uid, gid_t gid,
+		     struct cerr *e)
+{
+	char clean[PATH_MAX_INPUT];
+	cleanup_close int fd = -1, parent = -1;
+	const char *base;
+	struct stat st;
+
+	if (path_clean(dir, clean, sizeof(clean), e) < 0)
+		return -1;
+	if (!*clean)
+		return 0; /* VOLUME / */
+	fd =
+	    path_open_at(rootfd, clean, O_PATH | O_CLOEXEC, 0, PATH_IN_ROOT, e);
+	if (fd >= 0) {
+		if (fstat(fd, &st) < 0)
+			return cerr_sys(e, "stat");
+		if (!S_ISDIR(st.st_mode))
+			return cerr_set(e, ENOTDIR,
+					"exists in the image and is %s",
+					fs_type_name(st.st_mode));
+		return 0;
+	}
+	if (e->code != ENOENT)
+		return -1;
+	cerr_clear(e);
+	parent =
+	    path_open_parent_at(rootfd, clean, true, PATH_IN_ROOT, &base, e);
+	if (parent < 0)
+		return -1;
+	if (mkdirat(parent, base, 0755) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkdir");
+	if (fchownat(parent, base, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return cerr_sys(e, "chown");
+	return 0;
+}
+
+int vol_image_dirs(int rootfd, char *const *dirs, uid_t uid, gid_t gid,
+		   struct cerr *e)
+{
+	for (size_t i = 0; dirs && dirs[i]; i++)
+		if (image_dir(rootfd, dirs[i], uid, gid, e) < 0)
+			return cerr_prefix(e, "the image's VOLUME %.256s",
+					   dirs[i]);
+	return 0;
 }

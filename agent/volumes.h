@@ -40,5 +40,12 @@ int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 		    char *const *sources, const struct vol_dirs *d,
 		    struct unit_mounts *out, struct cerr *e);
 void vol_unit_mounts_free(struct unit_mounts *m);
+/* The image's VOLUME directories (config.Volumes), made in the unit's
+ * rootfs as Itzo makes them: a missing one is created (its missing
+ * parents 0755 root-owned) and given to the unit's uid and gid; one the
+ * image has keeps the owner and mode the image gives it (Docker). A path
+ * that exists as something else is an error. */
+int vol_image_dirs(int rootfd, char *const *dirs, uid_t uid, gid_t gid,
+		   struct cerr *e);
 
 #endif

@@ -1173,6 +1173,8 @@ static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 		    &out->has_run_as_user, e) < 0 ||
 	    get_int(sc, at, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
 		    &out->has_run_as_group, e) < 0 ||
+	    get_int(sc, at, "fsGroup", 0, UID_MAX_WIRE, &out->fs_group,
+		    &out->has_fs_group, e) < 0 ||
 	    get_arr(sc, at, "supplementalGroups", WIRE_MAX_LIST, &groups, e) <
 		0 ||
 	    parse_list(sc, at, "sysctls", WIRE_MAX_LIST, sizeof(struct kv),

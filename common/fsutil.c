@@ -154,6 +154,59 @@ int fs_read_file(const char *path, struct buf *out, struct cerr *e)
 	return 0;
 }
 
+const char *fs_type_name(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFIFO:
+		return "a fifo";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFLNK:
+		return "a symlink";
+	default:
+		return "of an unknown type";
+	}
+}
+
+int fs_read_regular(int pathfd, struct buf *out, struct cerr *e)
+{
+	char self[64];
+	cleanup_close int fd = -1;
+	struct stat st;
+
+	if (fstat(pathfd, &st) < 0)
+		return cerr_sys(e, "stat");
+	if (!S_ISREG(st.st_mode))
+		return cerr_set(e, EINVAL, "is %s, not a regular file",
+				fs_type_name(st.st_mode));
+	/* The O_PATH fd pins the inode checked above: reopening it through
+	 * /proc cannot land on another file. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pathfd);
+	fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return cerr_sys(e, "reopen");
+	return fs_read_fd(fd, out, e);
+}
+
+int fs_read_regular_file(const char *path, struct buf *out, struct cerr *e)
+{
+	cleanup_close int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return cerr_sys(e, "open %s", path);
+	if (fs_read_regular(fd, out, e) < 0)
+		return cerr_prefix(e, "%s", path);
+	return 0;
+}
+
 static int rm_tree(int parent, const char *name, dev_t dev, int depth,
 		   struct cerr *e)
 {

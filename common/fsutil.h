@@ -30,6 +30,16 @@ int fs_sync_dir_of(const char *path, struct cerr *e);
 /* Read a whole file into out (which sets the cap); EFBIG when larger. */
 int fs_read_file(const char *path, struct buf *out, struct cerr *e);
 int fs_read_fd(int fd, struct buf *out, struct cerr *e);
+/* Files that someone else controls (an image's, a package's, a container's):
+ * read only when they are regular files. pathfd is an O_PATH fd (so opening
+ * it had no effect, even on a device node); it is checked with fstat and
+ * reopened O_NONBLOCK (a FIFO swapped in meanwhile cannot block), then read
+ * up to out's cap. Not regular: EINVAL "is a fifo" (a device, a socket…).
+ * fs_read_regular_file opens path O_PATH|O_NOFOLLOW itself. */
+int fs_read_regular(int pathfd, struct buf *out, struct cerr *e);
+int fs_read_regular_file(const char *path, struct buf *out, struct cerr *e);
+/* "a fifo", "a character device", … for st_mode's type. */
+const char *fs_type_name(mode_t mode);
 /* Remove name (file or tree) inside dirfd without following symlinks and
  * without crossing into other mounts. A missing name is not an error. */
 int fs_rm_rf_at(int dirfd, const char *name, struct cerr *e);

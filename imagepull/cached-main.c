@@ -35,7 +35,7 @@ static bool take(struct pull_cached_opts *o, const char *k, const char *v)
 	else if (!strcmp(k, "--save-config"))
 		o->save_config = v;
 	else if (strcmp(k, "--progress") && strcmp(k, "--insecure-registry") &&
-		 strcmp(k, "--credentials-fd"))
+		 strcmp(k, "--credentials-fd") && strcmp(k, "--keep-free-mib"))
 		return false;
 	return true;
 }

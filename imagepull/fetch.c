@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -89,6 +90,34 @@ static void report(struct fetch *f, struct blob_job *b, bool force)
 	fetch_emit(f, &ev);
 }
 
+/* How often a download looks at the free space (as unpacking does). */
+#define SPOOL_CHECK_BYTES (4u << 20)
+
+/* A download stops before the cache's disk goes below the reserve. */
+static int spool_room(struct blob_job *b, size_t n, struct cerr *e)
+{
+	uint64_t reserve = b->fetch->reserve;
+	struct statvfs sv;
+	uint64_t avail;
+
+	if (!reserve || b->written / SPOOL_CHECK_BYTES ==
+			    (b->written + n) / SPOOL_CHECK_BYTES)
+		return 0;
+	if (fstatvfs(b->wfd, &sv) < 0)
+		return 0; /* the write itself will tell */
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	reserve = unpack_reserve(reserve, (uint64_t)sv.f_blocks * sv.f_frsize);
+	if (avail >= reserve + SPOOL_CHECK_BYTES)
+		return 0;
+	return cerr_set(e, ENOSPC,
+			"does not fit: no space left above the reserve: %llu "
+			"MiB free, and pulling keeps %llu MiB free on the "
+			"cache's disk; blob %s is %lld MiB",
+			(unsigned long long)(avail >> 20),
+			(unsigned long long)(reserve >> 20), b->desc->digest,
+			(long long)(b->desc->size >> 20));
+}
+
 static int spool_sink(void *arg, const void *p, size_t n, struct cerr *e)
 {
 	struct blob_job *b = arg;
@@ -100,6 +129,8 @@ static int spool_sink(void *arg, const void *p, size_t n, struct cerr *e)
 				"blob is larger than the %lld bytes the "
 				"manifest says",
 				(long long)b->desc->size);
+	if (spool_room(b, n, e) < 0)
+		return -1;
 	if (fs_pwrite_all(b->wfd, p, n, (off_t)b->written) < 0)
 		return cerr_sys(e, "write spool");
 	hasher_update(&b->hash, p, n);
@@ -411,6 +442,7 @@ static void *producer_main(void *arg)
 struct consumer {
 	struct ring *ring;
 	struct cerr *e;
+	uint64_t reserve;
 	bool failed;
 };
 
@@ -486,7 +518,7 @@ static int consume(struct consumer *c, int rootfd, enum unpack_mode mode,
 	if (archive_read_open(a, c, NULL, read_cb, NULL) != ARCHIVE_OK) {
 		if (!c->failed)
 			cerr_set(e, EIO, "%s", archive_error_string(a));
-	} else if (unpack_layer(a, rootfd, mode, &st, e) == 0) {
+	} else if (unpack_layer(a, rootfd, mode, c->reserve, &st, e) == 0) {
 		while (read_cb(NULL, c, &dummy) > 0)
 			;
 		ret = c->failed ? -1 : 0;
@@ -520,7 +552,7 @@ int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 {
 	struct ring q;
 	struct producer pr = {.f = f, .b = l->blob, .ring = &q};
-	struct consumer c = {.ring = &q, .e = e};
+	struct consumer c = {.ring = &q, .e = e, .reserve = f->reserve};
 	char got[DIGEST_STR_MAX];
 	pthread_t th;
 	int ret;

@@ -42,6 +42,7 @@ struct fetch {
 	const struct cache *cache;
 	struct registry *reg;
 	bool validate;
+	uint64_t reserve; /* free bytes unpacking leaves (pull_opts) */
 	int n_layers;
 	pthread_mutex_t mu; /* guards the fields below and emit */
 	bool aborted;

@@ -65,6 +65,11 @@ static const char usage_text[] =
     "  --registry-url URL       talk to URL instead of the reference's host\n"
     "  --ca-file PEM            extra CA certificates for registry TLS\n"
     "  --retries N              retries per request (default 8)\n"
+    "  --keep-free-mib N        free space in MiB a pull never eats into,\n"
+    "                           on the disk it unpacks or downloads to\n"
+    "                           (default 5% of that disk, at most 256); an\n"
+    "                           image that needs it fails with \"does not\n"
+    "                           fit\" and what it wrote is removed\n"
     "  --unmount DIR            unmount an overlay made with --mount\n"
     "  --gc                     remove crash leftovers and unused "
     "blobs/layers\n"
@@ -98,6 +103,7 @@ enum {
 	OPT_GC,
 	OPT_VERSION,
 	OPT_CREDS_FD,
+	OPT_KEEP_FREE,
 };
 
 static const struct option longopts[] = {
@@ -124,6 +130,7 @@ static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"credentials-fd", required_argument, NULL, OPT_CREDS_FD},
+    {"keep-free-mib", required_argument, NULL, OPT_KEEP_FREE},
     {NULL, 0, NULL, 0},
 };
 
@@ -245,6 +252,14 @@ static int parse_opt(struct cli *c, int opt, const char *arg)
 	case OPT_RETRIES:
 		return int_arg("retries", arg, 0, 100, &c->o.retries) < 0 ? 2
 									  : -1;
+	case OPT_KEEP_FREE: {
+		int mib;
+
+		if (int_arg("keep-free-mib", arg, 1, 1 << 30, &mib) < 0)
+			return 2;
+		c->o.keep_free = (uint64_t)mib << 20;
+		return -1;
+	}
 	case OPT_INSECURE:
 		if (c->n_insecure == MAX_INSECURE)
 			return usage_error("too many --insecure-registry (%s)",

@@ -354,6 +354,8 @@ static int fetch_layers(struct pull *p, struct cerr *e)
 	p->f.cache = &p->cache;
 	p->f.reg = p->reg;
 	p->f.validate = p->o->validate_cache;
+	p->f.reserve =
+	    p->o->keep_free ? p->o->keep_free : UNPACK_RESERVE_DEFAULT;
 	p->f.n_layers = (int)p->m.n_layers;
 	p->f.progress = p->o->progress;
 	p->f.progress_arg = p->o->progress_arg;

@@ -64,6 +64,11 @@ struct pull_opts {
 	int parallel;	      /* concurrent layers; 0 = default (4) */
 	int retries;	      /* per request; 0 = default (8) */
 	bool validate_cache;  /* re-hash cached blobs before use */
+	/* Free space a pull never eats into, on the disk it unpacks to and
+	 * the cache's; an image that would need it fails with ENOSPC ("does
+	 * not fit") and what it wrote is removed. 0: the default, 5% of the
+	 * filesystem and at most 256 MiB (unpack_reserve). */
+	uint64_t keep_free;
 	pull_progress_fn progress;
 	void *progress_arg;
 };

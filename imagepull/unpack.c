@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -110,6 +111,7 @@ struct unpacker {
 	bool as_root;
 	struct cerr *e;
 	struct unpack_stats st;
+	uint64_t unchecked; /* bytes written since the last free-space check */
 	/* The cached parent directory: ppath (plen bytes) is open as pfd. */
 	int pfd;
 	size_t plen;
@@ -570,6 +572,51 @@ static int archive_fail(struct unpacker *u, const char *what)
 			msg ? msg : "unknown libarchive error");
 }
 
+/* How often the free space is looked at: a bomb can get at most this far
+ * into the reserve. */
+#define RESERVE_CHECK_BYTES (4u << 20)
+
+static int does_not_fit(struct unpacker *u, uint64_t avail, uint64_t reserve)
+{
+	return cerr_set(u->e, ENOSPC,
+			"does not fit: no space left above the reserve: %llu "
+			"MiB free, and unpacking keeps %llu MiB free on the "
+			"disk it unpacks to; %llu MiB unpacked so far",
+			(unsigned long long)(avail >> 20),
+			(unsigned long long)(reserve >> 20),
+			(unsigned long long)(u->st.bytes >> 20));
+}
+
+/* Stop before the filesystem's free space goes below the reserve. */
+static int check_reserve(struct unpacker *u, size_t coming)
+{
+	struct statvfs sv;
+	uint64_t avail, reserve;
+
+	u->unchecked += coming;
+	if (!u->pol->reserve_bytes || u->unchecked < RESERVE_CHECK_BYTES)
+		return 0;
+	u->unchecked = 0;
+	if (fstatvfs(u->rootfd, &sv) < 0)
+		return 0; /* the write itself will tell */
+	avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	reserve = unpack_reserve(u->pol->reserve_bytes,
+				 (uint64_t)sv.f_blocks * sv.f_frsize);
+	if (avail < reserve + RESERVE_CHECK_BYTES)
+		return does_not_fit(u, avail, reserve);
+	return 0;
+}
+
+static int write_failed(struct unpacker *u)
+{
+	if (errno == ENOSPC || errno == EDQUOT)
+		return cerr_set(u->e, ENOSPC,
+				"does not fit: no space left on the disk it "
+				"unpacks to after %llu MiB",
+				(unsigned long long)(u->st.bytes >> 20));
+	return cerr_sys(u->e, "write");
+}
+
 /* Copy the entry's data; libarchive hands sparse files over as blocks with
  * offsets, and the holes between (and after) them stay holes. */
 static int write_data(struct unpacker *u, struct archive_entry *ent, int fd)
@@ -593,8 +640,10 @@ static int write_data(struct unpacker *u, struct archive_entry *ent, int fd)
 			    u->e, EFBIG,
 			    "archive unpacks to more than %llu MiB",
 			    (unsigned long long)(u->pol->max_bytes >> 20));
+		if (check_reserve(u, len) < 0)
+			return -1;
 		if (len && fs_pwrite_all(fd, buf, len, (off_t)off) < 0)
-			return cerr_sys(u->e, "write");
+			return write_failed(u);
 		if (off + (la_int64_t)len > end)
 			end = off + (la_int64_t)len;
 	}
@@ -1236,12 +1285,13 @@ int unpack_archive(struct archive *a, int rootfd,
 }
 
 int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
-		 struct unpack_stats *st, struct cerr *e)
+		 uint64_t reserve, struct unpack_stats *st, struct cerr *e)
 {
 	const struct unpack_policy layer = {
 	    .mode = mode,
 	    .whiteouts = true,
 	    .xattrs = true,
+	    .reserve_bytes = reserve,
 	    .what = "layer entry",
 	};
 
@@ -1267,5 +1317,5 @@ int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,
 		return cerr_set(e, code > 0 ? code : EIO, "open layer: %s",
 				msg ? msg : "unknown libarchive error");
 	}
-	return unpack_layer(a, rootfd, mode, st, e);
+	return unpack_layer(a, rootfd, mode, 0, st, e);
 }

@@ -47,6 +47,11 @@ struct unpack_policy {
 	bool hostile_einval;
 	mode_t perm_mask;   /* of the headers' permissions; 0: 07777 */
 	uint64_t max_bytes; /* of data in all; 0: no cap */
+	/* Free space (bytes available to unprivileged writers) that must be
+	 * left on rootfd's filesystem: checked as data is written; going
+	 * below fails with ENOSPC "does not fit". 0: none (a full disk still
+	 * fails with ENOSPC); UNPACK_RESERVE_DEFAULT: unpack_reserve's. */
+	uint64_t reserve_bytes;
 	uint64_t max_entries;
 	const char *what; /* "layer entry": error messages name entries so */
 	void *ctx;
@@ -61,15 +66,30 @@ struct unpack_policy {
 	int (*map_hardlink)(void *ctx, char *target, struct cerr *e);
 };
 
+#define UNPACK_RESERVE_DEFAULT UINT64_MAX
+
+/* The reserve in bytes on a filesystem of size fs_bytes: want, or for
+ * UNPACK_RESERVE_DEFAULT 5% of the filesystem and at most 256 MiB (a
+ * cell's 10 GB disk keeps 256 MiB; a 1 GiB test image 51 MiB). */
+static inline uint64_t unpack_reserve(uint64_t want, uint64_t fs_bytes)
+{
+	uint64_t pct = fs_bytes / 20;
+
+	if (want != UNPACK_RESERVE_DEFAULT)
+		return want;
+	return pct < (256ull << 20) ? pct : (256ull << 20);
+}
+
 /* Read every entry of an archive reader and apply it beneath rootfd as the
  * policy says. A hostile entry fails the whole archive with a clear error
  * (what is already written stays: callers extract into a new directory). */
 int unpack_archive(struct archive *a, int rootfd,
 		   const struct unpack_policy *pol, struct unpack_stats *st,
 		   struct cerr *e);
-/* An OCI layer: unpack_archive with the layer policy of mode. */
+/* An OCI layer: unpack_archive with the layer policy of mode, keeping
+ * reserve bytes free (see reserve_bytes). */
 int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
-		 struct unpack_stats *st, struct cerr *e);
+		 uint64_t reserve, struct unpack_stats *st, struct cerr *e);
 /* Convenience for tests and tools: a tar (any compression libarchive knows)
  * from an fd. */
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,

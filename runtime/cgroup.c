@@ -16,6 +16,16 @@
  * Each limit goes to the hierarchy that holds its controller; a limit with
  * no controller anywhere is an error rather than a silent no-op.
  *
+ * Limits are out of the unit's reach: they are set on the unit's cgroup,
+ * and its processes live in a child of it, CG_LEAF ("ctr"; an exec gets a
+ * sibling, exec-<pid>). A container that unshares a user, mount and cgroup
+ * namespace can mount a v1 hierarchy rooted at its own cgroup and write
+ * memory.limit_in_bytes, pids.max or cpu.cfs_quota_us there (v1 checks only
+ * the file's owner, which is its root); on v2 the same holds without
+ * nsdelegate. Rooted at the leaf, it reaches only the leaf's files, and
+ * the limits of the unit's cgroup above still hold (all of them are
+ * hierarchical).
+ *
  * Devices: the default capability set has CAP_MKNOD, so the minimal /dev
  * alone does not keep a unit off the host's disks; Docker's allowlist is
  * enforced with the v1 devices controller and, on v2, a BPF_CGROUP_DEVICE
@@ -330,7 +340,11 @@ static int make_dir(const struct cg_hier *h, const char *rel,
 			return -1;
 	}
 	/* A leftover from a monitor that died is reused only when empty:
-	 * rmdir succeeds exactly then. */
+	 * rmdir succeeds exactly then (its empty leaf goes first). */
+	{
+		cleanup_free char *leaf = xasprintf("%s/%s", d, CG_LEAF);
+		rmdir(leaf);
+	}
 	if (rmdir(d) < 0 && errno != ENOENT)
 		return cerr_sys(e, "cgroup %s exists and is in use", d);
 	if (mkdir(d, 0755) < 0)
@@ -574,6 +588,27 @@ static int apply_devices(const struct cgroup *cg, struct cerr *e)
 	return 0;
 }
 
+/* The leaf the unit's processes join, last: a v1 devices cgroup copies
+ * its parent's allowlist when it is made. */
+static int make_leaves(const struct cgroup *cg, struct cerr *e)
+{
+	for (size_t i = 0; i < cg->n; i++) {
+		cleanup_free char *leaf =
+		    xasprintf("%s/%s", cg->dirs[i], CG_LEAF);
+
+		/* Parent limits bind children only with hierarchy on (always
+		 * so since Linux 6.1; a no-op or absent file there). */
+		if (!cg->v2[i] && (int)i == cg->memory) {
+			struct cerr ign = {0};
+			cg_write_opt(cg->dirs[i], "memory.use_hierarchy", "1",
+				     &ign);
+		}
+		if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+			return cerr_sys(e, "mkdir %s", leaf);
+	}
+	return 0;
+}
+
 int cg_create(const struct cg_layout *l, const char *rel,
 	      const struct cg_limits *lim, struct cgroup *cg, struct cerr *e)
 {
@@ -597,7 +632,8 @@ int cg_create(const struct cg_layout *l, const char *rel,
 			cg->devices = (int)cg->n;
 		cg->n++;
 	}
-	if (apply_limits(cg, lim, e) < 0 || apply_devices(cg, e) < 0)
+	if (apply_limits(cg, lim, e) < 0 || apply_devices(cg, e) < 0 ||
+	    make_leaves(cg, e) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -634,9 +670,15 @@ int cg_enter(const struct cgroup *cg, pid_t pid, struct cerr *e)
 	char v[24];
 
 	snprintf(v, sizeof(v), "%d", (int)pid);
-	for (size_t i = 0; i < cg->n; i++)
-		if (cg_write(cg->dirs[i], "cgroup.procs", v, e) < 0)
+	for (size_t i = 0; i < cg->n; i++) {
+		cleanup_free char *leaf =
+		    xasprintf("%s/%s", cg->dirs[i], CG_LEAF);
+		/* A unit's cgroup has its leaf; an exec's cgroup is one. */
+		const char *d = has_file(leaf, ".") ? leaf : cg->dirs[i];
+
+		if (cg_write(d, "cgroup.procs", v, e) < 0)
 			return cerr_prefix(e, "join cgroup");
+	}
 	return 0;
 }
 
@@ -656,6 +698,25 @@ static int64_t keyed_value(const char *dir, const char *file, const char *key)
 	return -1;
 }
 
+/* memory.oom_control's oom_kill of dir and the cgroups below it (v1's
+ * counters are not hierarchical); -1 when dir has none. */
+static int64_t v1_oom_kills(const char *dir, int depth)
+{
+	int64_t n = keyed_value(dir, "memory.oom_control", "oom_kill");
+	cleanup_dir DIR *d = n >= 0 && depth < 8 ? opendir(dir) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		cleanup_free char *sub = xasprintf("%s/%s", dir, de->d_name);
+		int64_t k = v1_oom_kills(sub, depth + 1);
+		if (k > 0)
+			n += k;
+	}
+	return n;
+}
+
 int64_t cg_oom_kills(const struct cgroup *cg)
 {
 	if (cg->memory < 0)
@@ -663,9 +724,9 @@ int64_t cg_oom_kills(const struct cgroup *cg)
 	if (cg->v2[cg->memory])
 		return keyed_value(cg->dirs[cg->memory], "memory.events",
 				   "oom_kill");
-	/* v1 has kept this counter since Linux 4.13. */
-	return keyed_value(cg->dirs[cg->memory], "memory.oom_control",
-			   "oom_kill");
+	/* v1 has kept this counter since Linux 4.13. It counts where the
+	 * killed process was (the leaf), not where the limit was hit. */
+	return v1_oom_kills(cg->dirs[cg->memory], 0);
 }
 
 static int kill_listed(const char *dir);

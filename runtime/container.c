@@ -30,6 +30,7 @@
 
 #include "cleanup.h"
 #include "path.h"
+#include "keyring.h"
 #include "runtime.h"
 #include "sysctl.h"
 #include "util.h"
@@ -620,7 +621,7 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 	if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 ||
 	    dup2(a->stderr_fd, 2) < 0)
 		return cerr_sys(e, "set up stdio");
-	if (ctr_set_creds(c, e) < 0)
+	if (ctr_isolate_keyring(e) < 0 || ctr_set_creds(c, e) < 0)
 		return -1;
 	if (chdir(c->cwd) < 0)
 		return cerr_sys(e, "chdir %s", c->cwd);
@@ -689,7 +690,7 @@ void ctr_exec_child(const struct ctr_exec_args *a)
 		cerr_sys(&e, "make the terminal the controlling one");
 		child_fail(a->sync_fd, &e);
 	}
-	if (ctr_set_creds(a->cfg, &e) < 0)
+	if (ctr_isolate_keyring(&e) < 0 || ctr_set_creds(a->cfg, &e) < 0)
 		child_fail(a->sync_fd, &e);
 	if (chdir(a->cwd) < 0) {
 		cerr_sys(&e, "chdir %s", a->cwd);

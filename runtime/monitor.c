@@ -522,6 +522,9 @@ static void kill_unit(struct monitor *m)
 static void begin_stop(struct monitor *m, int grace)
 {
 	struct itimerspec t = {.it_value = {grace, 0}};
+	/* The image's StopSignal (run.json), as Docker and containerd use it.
+	 */
+	int sig = m->cfg.stop_signal > 0 ? (int)m->cfg.stop_signal : SIGTERM;
 
 	if (m->init_done)
 		return;
@@ -530,9 +533,9 @@ static void begin_stop(struct monitor *m, int grace)
 		kill_unit(m);
 		return;
 	}
-	log_info("stop: SIGTERM, SIGKILL in %d s", grace);
+	log_info("stop: signal %d, SIGKILL in %d s", sig, grace);
 	m->stopping = true;
-	kill(m->init, SIGTERM);
+	kill(m->init, sig);
 	timerfd_settime(m->timerfd, 0, &t, NULL);
 }
 

@@ -6,6 +6,7 @@
  * check every field so that the monitor can trust what it gets. */
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/mount.h>
@@ -449,6 +450,8 @@ static int parse_process(const json_t *root, struct run_config *c,
 	    get_bool(root, "noNewPrivileges", &c->no_new_privs, e) < 0 ||
 	    get_int(root, "graceSeconds", 30, 0, GRACE_MAX, &c->grace_seconds,
 		    e) < 0 ||
+	    get_int(root, "stopSignal", SIGTERM, 1, SIGRTMAX, &c->stop_signal,
+		    e) < 0 ||
 	    get_bool(root, "tty", &c->tty, e) < 0)
 		return -1;
 	if (!*c->id || strlen(c->id) > 256)
@@ -611,6 +614,9 @@ char *runconfig_to_json(const struct run_config *c)
 	set_str(log, "link", c->log_link);
 	json_object_set_new(o, "log", log);
 	json_object_set_new(o, "graceSeconds", json_integer(c->grace_seconds));
+	if (c->stop_signal && c->stop_signal != SIGTERM)
+		json_object_set_new(o, "stopSignal",
+				    json_integer(c->stop_signal));
 	json_object_set_new(o, "tty", json_boolean(c->tty));
 	s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	if (!s)

@@ -93,6 +93,7 @@ struct run_config {
 	int64_t log_max_files; /* files kept, the current one included (2) */
 	char *log_link; /* NULL, or a symlink to log_path made at start */
 	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
+	int64_t stop_signal;   /* the image's StopSignal; SIGTERM by default */
 	bool tty;	       /* not supported yet: must be false */
 };
 
@@ -341,6 +342,10 @@ struct cg_layout {
 	size_t n;
 };
 
+/* The child of a unit's cgroup that its processes join (the limits are on
+ * the unit's cgroup, out of their reach: cgroup.c). */
+#define CG_LEAF "ctr"
+
 struct cg_limits {
 	int64_t memory; /* bytes, 0 none */
 	int64_t cpu_millis;
@@ -377,6 +382,7 @@ int cg_create(const struct cg_layout *l, const char *rel,
 	      const struct cg_limits *lim, struct cgroup *cg, struct cerr *e);
 /* Rebuild from the directory list in state.json (for exec and cleanup). */
 void cg_from_dirs(struct cgroup *cg, char *const *dirs);
+/* Move pid into the unit: its CG_LEAF child where it has one. */
 int cg_enter(const struct cgroup *cg, pid_t pid, struct cerr *e);
 /* How many OOM kills the kernel counted in the unit's memory cgroup; -1
  * when it keeps no such counter. */

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    archive_read_open_memory(a, data, size) != ARCHIVE_OK) {
 		/* Not a tar at all (libarchive decides at open). */
 	} else {
-		unpack_layer(a, rootfd, mode, &st, &e);
+		unpack_layer(a, rootfd, mode, 0, &st, &e);
 	}
 	if (a)
 		archive_read_free(a);

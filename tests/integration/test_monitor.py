@@ -164,7 +164,9 @@ class Unit:
 
     def cgroup_pids(self) -> List[int]:
         st = self.state()
-        with open(os.path.join(st["cgroups"][0], "cgroup.procs")) as f:
+        # The unit's processes are in its "ctr" child, below the cgroup
+        # that holds its limits (runtime/cgroup.c).
+        with open(os.path.join(st["cgroups"][0], "ctr", "cgroup.procs")) as f:
             return [int(x) for x in f.read().split()]
 
 

@@ -183,8 +183,9 @@ static void test_user(void)
 
 	img.user = "app";
 	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.uid == 1000 &&
-	       r.gid == 1001 && !strcmp(r.home, "/home/app") && r.n_groups == 2,
-	   "named user: uid, primary gid, home, member groups");
+	       r.gid == 1001 && !strcmp(r.home, "/home/app") &&
+	       r.n_groups == 3 && r.groups[0] == 1001,
+	   "named user: uid, primary gid, home, primary and member groups");
 	podrun_user_free(&r);
 	img.user = "app:staff";
 	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.gid == 50,
@@ -224,7 +225,8 @@ static void test_user(void)
 	pod.supplemental_groups = supp;
 	pod.n_supplemental_groups = 1;
 	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.uid == 65534 &&
-	       r.gid == 65534 && r.n_groups == 1 && r.groups[0] == 2000,
+	       r.gid == 65534 && r.n_groups == 2 && r.groups[0] == 65534 &&
+	       r.groups[1] == 2000,
 	   "runAsUser takes the passwd gid; supplementalGroups added");
 	podrun_user_free(&r);
 	pod.has_run_as_group = true;
@@ -232,8 +234,52 @@ static void test_user(void)
 	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.gid == 7,
 	   "pod runAsGroup");
 	podrun_user_free(&r);
+	/* The Kubernetes docs' security-context demo: id prints
+	 * groups=3000,4000 (and the fsGroup) under the kubelet. */
+	u.run_as_user = 1000;
+	pod.run_as_group = 3000;
+	supp[0] = 4000;
+	pod.has_fs_group = true;
+	pod.fs_group = 2000;
+	ok(podrun_user(&u, &pod, &img, root, &r, &e) == 0 && r.gid == 3000 &&
+	       r.n_groups == 5 && r.groups[0] == 3000 && r.groups[3] == 4000 &&
+	       r.groups[4] == 2000,
+	   "primary group first among the groups, then member groups, "
+	   "supplementalGroups and fsGroup");
+	podrun_user_free(&r);
+	pod.has_fs_group = false;
 	close(root);
 	fs_rm_rf(dir, &e);
+}
+
+/* An image's /etc/passwd or /etc/group that is a FIFO, a device node or a
+ * socket is refused at once (a FIFO would block the agent for good). */
+static void test_user_etc_not_regular(void)
+{
+	static const char *const files[] = {"passwd", "group"};
+	struct image_config img = {.user = "app"};
+	struct unit_spec u = {.name = "u"};
+	struct pod_spec pod = {0};
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		char tmpl[] = "/tmp/podrun-XXXXXX", path[256];
+		char *dir = mkdtemp(tmpl);
+		int root = make_root(dir);
+		struct podrun_user r;
+		struct cerr e = {0};
+
+		snprintf(path, sizeof(path), "%s/etc/%s", dir, files[i]);
+		unlink(path);
+		ok(mkfifo(path, 0644) == 0, "mkfifo %s", path);
+		alarm(10); /* the old code blocks here forever */
+		ok(podrun_user(&u, &pod, &img, root, &r, &e) < 0 &&
+		       e.code == EINVAL && strstr(e.msg, "fifo") &&
+		       strstr(e.msg, files[i]),
+		   "a FIFO as /etc/%s is refused: %s", files[i], e.msg);
+		alarm(0);
+		close(root);
+		fs_rm_rf(dir, &e);
+	}
 }
 
 static void test_caps(void)
@@ -311,6 +357,7 @@ int main(void)
 	test_argv();
 	test_env();
 	test_user();
+	test_user_etc_not_regular();
 	test_caps();
 	test_restart();
 	return tap_done();

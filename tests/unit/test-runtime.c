@@ -303,8 +303,11 @@ static void test_cgroup_v2(void)
 	is_str(p, "(missing)", "not in the leaf");
 	free(p);
 	ok(cg_enter(&cg, 4242, &e) == 0, "enter");
-	check_file("v2/cell/pod/u", "cgroup.procs", "4242",
-		   "pid written to cgroup.procs");
+	check_file("v2/cell/pod/u/" CG_LEAF, "cgroup.procs", "4242",
+		   "pid written to the leaf's cgroup.procs, below the limits");
+	p = get("v2/cell/pod/u", "cgroup.procs");
+	is_str(p, "(missing)", "not into the cgroup that holds the limits");
+	free(p);
 	p = xasprintf("%s/memory.events", cg.dirs[0]);
 	put(p, "low 0\nhigh 0\nmax 5\noom 1\noom_kill 2\noom_group_kill 0\n");
 	free(p);

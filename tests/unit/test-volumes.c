@@ -97,6 +97,92 @@ static void package_path_cases(const char *top, const struct vol_dirs *d)
 	free(tree);
 }
 
+/* One hostPath volume of type type at path, prepared: 0 or the error. */
+static int host_path(const char *path, const char *type, struct cerr *e)
+{
+	struct volume v = {.name = "h",
+			   .kind = VOL_HOST_PATH,
+			   .path = (char *)path,
+			   .host_path_type = (char *)type};
+	struct pod_spec pod = {.volumes = &v, .n_volumes = 1};
+	char tmpl[] = "/tmp/volumes-XXXXXX", *vols = mkdtemp(tmpl);
+	struct vol_dirs d = {.volumes_dir = vols, .packages_dir = vols};
+	char **src = NULL;
+	int r = vol_prepare(&pod, &d, &src, e);
+	struct cerr ign;
+
+	strv_free(src);
+	fs_rm_rf(vols, &ign);
+	return r;
+}
+
+/* hostPath.type as the kubelet checks it, with its messages. */
+static void host_path_types(const char *top)
+{
+	char *dir = path_in(top, "hp-dir"), *file = path_in(top, "hp-file");
+	char *fifo = path_in(top, "hp-fifo"), *sock = path_in(top, "hp-sock");
+	char *missing = path_in(top, "hp-missing");
+	char *newdir = path_in(top, "hp-new/a/b"), *newf = path_in(top, "hp-f");
+	struct cerr e = {0};
+	struct stat st;
+
+	fs_mkdir_p(dir, 0755, &e);
+	fs_write_atomic(file, "x", 1, 0644, &e);
+	mkfifo(fifo, 0644);
+	mknod(sock, S_IFSOCK | 0644, 0);
+	ok(host_path(dir, "Directory", &e) == 0 &&
+	       host_path(file, "File", &e) == 0 &&
+	       host_path(sock, "Socket", &e) == 0 &&
+	       host_path("/dev/null", "CharDevice", &e) == 0 &&
+	       host_path(fifo, "", &e) == 0,
+	   "matching types pass; \"\" checks nothing (%s)", e.msg);
+	ok(host_path(file, "Directory", &e) < 0 &&
+	       strstr(e.msg, "hostPath type check failed: ") &&
+	       strstr(e.msg, "hp-file is not a directory, it's a File"),
+	   "a file for Directory: %s", e.msg);
+	ok(host_path(dir, "File", &e) < 0 &&
+	       strstr(e.msg, "is not a file, it's a Directory"),
+	   "a directory for File: %s", e.msg);
+	ok(host_path(file, "Socket", &e) < 0 &&
+	       strstr(e.msg, "is not a socket file, it's a File"),
+	   "Socket: %s", e.msg);
+	ok(host_path(file, "CharDevice", &e) < 0 &&
+	       strstr(e.msg, "is not a character device, it's a File"),
+	   "CharDevice: %s", e.msg);
+	ok(host_path("/dev/null", "BlockDevice", &e) < 0 &&
+	       strstr(e.msg, "is not a block device, it's a CharDevice"),
+	   "BlockDevice: %s", e.msg);
+	ok(host_path(fifo, "File", &e) < 0 &&
+	       strstr(e.msg, "unable to determine its type"),
+	   "a FIFO is no type the kubelet knows: %s", e.msg);
+	ok(host_path(missing, "Directory", &e) < 0 && e.code == ENOENT &&
+	       strstr(e.msg, "hp-missing doesn't exist"),
+	   "missing path: %s", e.msg);
+	ok(host_path(missing, "Dir", &e) < 0 &&
+	       strstr(e.msg, "Dir is an invalid volume type"),
+	   "unknown type: %s", e.msg);
+	ok(host_path(newdir, "DirectoryOrCreate", &e) == 0 &&
+	       stat(newdir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       (st.st_mode & 07777) == 0755,
+	   "DirectoryOrCreate makes it, parents included (%s)", e.msg);
+	ok(host_path(newf, "FileOrCreate", &e) == 0 && stat(newf, &st) == 0 &&
+	       S_ISREG(st.st_mode) && st.st_size == 0,
+	   "FileOrCreate makes an empty file (%s)", e.msg);
+	ok(host_path(file, "DirectoryOrCreate", &e) < 0 &&
+	       strstr(e.msg, "is not a directory, it's a File"),
+	   "DirectoryOrCreate over a file: %s", e.msg);
+	ok(host_path(dir, "FileOrCreate", &e) < 0 &&
+	       strstr(e.msg, "is not a file, it's a Directory"),
+	   "FileOrCreate over a directory: %s", e.msg);
+	free(dir);
+	free(file);
+	free(fifo);
+	free(sock);
+	free(missing);
+	free(newdir);
+	free(newf);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/volumes-XXXXXX";
@@ -189,6 +275,7 @@ int main(void)
 	}
 	v[3].path = top;
 	package_path_cases(top, &d);
+	host_path_types(top);
 
 	umount2(src[1], MNT_DETACH);
 	strv_free(src);

@@ -575,7 +575,7 @@ static void test_unknown_fields(void)
 	    "spec.units.0.securityContext.capabilities.future",
 	    "spec.volumes.0.future",
 	    "spec.volumes.0.emptyDir.future",
-	    "spec.securityContext.fsGroup",
+	    "spec.securityContext.fsGroupChangePolicy",
 	    "spec.securityContext.namespaceOptions.user",
 	    "spec.dnsConfig.future",
 	    "spec.ephemeralContainers",
