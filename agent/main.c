@@ -23,6 +23,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "pullproc.h"
+#include "quantity.h"
 #include "runtime.h"
 #include "supervisor.h"
 #include "util.h"
@@ -390,8 +391,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_PULL_KEEP_FREE: {
 			struct cerr qe = {0};
 
-			if (wire_parse_quantity(optarg, &o->pull_keep_free,
-						&qe) < 0 ||
+			if (quantity_value(optarg, &o->pull_keep_free, &qe) <
+				0 ||
 			    o->pull_keep_free < (1 << 20)) {
 				fprintf(stderr,
 					"cell-agent: --pull-keep-free: %s\n",
