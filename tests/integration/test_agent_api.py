@@ -22,6 +22,7 @@ import ssl
 import struct
 import subprocess
 import tarfile
+import threading
 import time
 import uuid
 import warnings
@@ -577,19 +578,18 @@ def ext4_bytes(part: str) -> int:
     return int(info["Block count"]) * int(info["Block size"])
 
 
-def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
-    """A GPT disk whose "cloud" grew it: the partition is grown in the
-    table (the built-in code: growpart is not installed here), the kernel is
-    told, and the ext4 on it is grown. The partition is not mounted: online
-    growth needs CAP_SYS_RESOURCE, which this test machine lacks; on a cell
-    the root is grown online."""
-    if os.geteuid() != 0:
-        pytest.fail("resizevolume needs root (loop devices)")
-    img, mnt = str(tmp_path / "disk.img"), str(tmp_path / "mnt")
-    os.makedirs(mnt)
+@contextlib.contextmanager
+def grown_disk(tmp_path, tell_kernel: bool = True):
+    """A loop device over a GPT disk image whose one partition (32 MiB,
+    ext4) the "cloud" grew the disk under (to 160 MiB). The kernel is told
+    of the new size only with tell_kernel (losetup -c); then the partition
+    fills the old disk, so that nothing grows until the kernel knows. Yields
+    (dev, part, sysfs name, ext4 bytes before)."""
+    img = str(tmp_path / "disk.img")
+    sectors = (64 << 20) // 512
     with open(img, "wb") as f:
         f.truncate(64 << 20)
-    write_gpt(img, (64 << 20) // 512, 2048, (32 << 20) // 512 - 1)
+    write_gpt(img, sectors, 2048, (32 << 20) // 512 - 1 if tell_kernel else sectors - 34)
     dev = sh("losetup", "-P", "-f", "--show", img)
     try:
         part, name = dev + "p1", os.path.basename(dev) + "p1"
@@ -602,25 +602,47 @@ def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
         before = ext4_bytes(part)
         with open(img, "r+b") as f:
             f.truncate(160 << 20)  # the "cloud" grew the disk
-        sh("losetup", "-c", dev)
+        if tell_kernel:
+            sh("losetup", "-c", dev)
+        yield dev, part, name, before
+    finally:
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+def part_sectors(name: str) -> int:
+    with open(f"/sys/class/block/{name}/size") as f:
+        return int(f.read())
+
+
+def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
+    """A GPT disk whose "cloud" grew it: the partition is grown in the
+    table (the built-in code: growpart is not installed here), the kernel is
+    told, and the ext4 on it is grown. The partition is not mounted: online
+    growth needs CAP_SYS_RESOURCE, which this test machine lacks; on a cell
+    the root is grown online."""
+    if os.geteuid() != 0:
+        pytest.fail("resizevolume needs root (loop devices)")
+    mnt = str(tmp_path / "mnt")
+    os.makedirs(mnt)
+    with grown_disk(tmp_path) as (dev, part, name, before):
         a = start_agent(str(tmp_path / "agent"),
                         env={"CELL_AGENT_ROOT_DEVICE": part,
-                             "CELL_AGENT_PARTITION_TOOL": "builtin"})
+                             "CELL_AGENT_PARTITION_TOOL": "builtin",
+                             "CELL_AGENT_RESIZE_INTERVAL_MS": "20"})
         try:
             c = a.client()
             out = c.resize_volume()
-            with open(f"/sys/class/block/{name}/size") as f:
-                sectors = int(f.read())
+            sectors = part_sectors(name)
             assert sectors * 512 > 150 << 20, (sectors, out)
             assert ext4_bytes(part) > 4 * before, out
-            # Again: nothing left to grow is not an error.
+            # Again: nothing left to grow is not an error (after the
+            # retries: 30 tries, 20 ms apart here).
             assert "NOCHANGE" in c.resize_volume()
             # The new table is valid: the kernel reads the same size back
             # from disk, and the filesystem mounts and is clean.
             sh("partx", "-d", "--nr", "1", dev, check=False)
             sh("partx", "-a", "--nr", "1", dev, check=False)
-            with open(f"/sys/class/block/{name}/size") as f:
-                assert int(f.read()) == sectors
+            assert part_sectors(name) == sectors
             sh("e2fsck", "-f", "-n", part)
             sh("mount", part, mnt)
             mounts.append(mnt)
@@ -628,9 +650,47 @@ def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
             assert st.f_blocks * st.f_frsize > 120 << 20
         finally:
             assert a.stop() == 0
-    finally:
-        subprocess.run(["umount", "-l", mnt], capture_output=True)
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+
+def test_resizevolume_waits_for_the_kernel_to_see_the_disk(tmp_path):
+    """Kip calls resizevolume right after the cloud resized the volume,
+    before the kernel may have seen the new size: the agent tries again
+    (as Itzo did: 30 x the partition, 15 x the filesystem) until the
+    partition grows, and the API answers other requests meanwhile."""
+    if os.geteuid() != 0:
+        pytest.fail("resizevolume needs root (loop devices)")
+    with grown_disk(tmp_path, tell_kernel=False) as (dev, part, name, before):
+        a = start_agent(str(tmp_path / "agent"),
+                        env={"CELL_AGENT_ROOT_DEVICE": part,
+                             "CELL_AGENT_PARTITION_TOOL": "builtin",
+                             "CELL_AGENT_RESIZE_INTERVAL_MS": "200"})
+        try:
+            c = a.client()
+            res: dict = {}
+
+            def call() -> None:
+                try:
+                    res["out"] = c.resize_volume()
+                except Exception as ex:  # noqa: BLE001: reported below
+                    res["err"] = ex
+
+            t = threading.Thread(target=call)
+            t.start()
+            time.sleep(1.0)
+            # Still trying, and not in anybody's way.
+            assert t.is_alive(), res
+            c.ping()
+            c.status()
+            sh("losetup", "-c", dev)  # the kernel sees the new size now
+            t.join(30)
+            assert not t.is_alive()
+            assert "err" not in res, res
+            assert "trying again" in res["out"], res
+            assert part_sectors(name) * 512 > 150 << 20, res
+            assert ext4_bytes(part) > 2 * before, res
+        finally:
+            assert a.stop() == 0
 
 
 # ---------------------------------------------------------------------------
