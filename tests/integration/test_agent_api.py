@@ -319,11 +319,17 @@ def test_deploy_packages(agent, client):
                        symlinks={"link": "ROOTFS/hosts"}, prefix="./ROOTFS/")
     client.deploy("ns_pod", "etchosts", pkg, chunked=True)
     root = os.path.join(agent.packages, "etchosts")
-    assert os.readlink(os.path.join(root, "link")) == "hosts"
-    # A new version replaces the old one whole.
+    # The package's own link, in the version in force; the top-level name
+    # is the layout's link to it (agent/pkgswap.c).
+    assert os.readlink(os.path.join(root, "..data", "link")) == "hosts"
+    assert os.readlink(os.path.join(root, "link")) == "..data/link"
+    # A new version replaces the old one whole, in the same directory.
+    ino = os.stat(os.path.join(agent.packages, "resolvconf")).st_ino
     client.deploy("ns_pod", "resolvconf", {"other": "v2\n"}, chunked=False)
     root = os.path.join(agent.packages, "resolvconf")
-    assert sorted(os.listdir(root)) == ["other"]
+    assert sorted(n for n in os.listdir(root) if not n.startswith("..")) == ["other"]
+    assert len([n for n in os.listdir(root) if n.startswith("..")]) == 2  # ..data, a version
+    assert os.stat(root).st_ino == ino
 
 
 def test_deploy_refuses_hostile_packages(agent, client, tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -334,3 +335,40 @@ def test_resource_usage_is_reported(cell, image):
               "netRx", "netTx", "web.cpuUsage", "web.memoryUsage", "web.memoryWorkingSet"):
         assert k in u and isinstance(u[k], (int, float)), (k, u)
     assert 0 < u["fsAvailable"] <= u["fsCapacity"] and u["web.memoryUsage"] > 0
+
+
+def test_redeploy_of_a_mounted_package_swaps_its_content(cell, image, tmp_path):
+    """A unit that mounts a configMap (and the same package as a
+    packagePath) while the controller redeploys it: every file the unit
+    reads is the old version's or the new one's, never missing (an empty
+    directory), and the unit sees the last version (the kubelet's ..data
+    swap)."""
+    a, c = cell()
+    out = tmp_path / "out"
+    out.mkdir()
+    for pkg in ("cfg", "pp"):
+        c.deploy("ns_pod", pkg, {"a/conf": "v0\n", "b/conf": "v0\n"})
+    script = ("while :; do echo \"$(cat /cfg/a/conf /cfg/b/conf /pp/a/conf 2>&1)\" "
+              "| tr '\\n' ' ' >> /out/seen; echo >> /out/seen; done & exec sleep 1000")
+    vols = [{"name": "cfg", "configMap": {"name": "cfg", "items": [], "defaultMode": 0o644}},
+            {"name": "pp", "packagePath": {"path": ""}},
+            {"name": "out", "hostPath": {"path": str(out)}}]
+    mounts = [{"name": "cfg", "mountPath": "/cfg"}, {"name": "pp", "mountPath": "/pp"},
+              {"name": "out", "mountPath": "/out"}]
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "reader", script, volumeMounts=mounts)],
+                            volumes=vols, terminationGracePeriodSeconds=0))
+    wait_state(c, "reader", "running")
+    for v in range(1, 21):
+        for pkg in ("cfg", "pp"):
+            c.deploy("ns_pod", pkg, {"a/conf": f"v{v}\n", "b/conf": f"v{v}\n"})
+        time.sleep(0.05)
+    deadline = time.monotonic() + 15
+    lines = []
+    while time.monotonic() < deadline:
+        lines = (out / "seen").read_text().splitlines()
+        if len(lines) > 1 and lines[-2] == "v20 v20 v20 ":
+            break
+        time.sleep(0.2)
+    assert len(lines) > 20 and lines[-2] == "v20 v20 v20 ", lines[-5:]
+    bad = [l for l in lines[:-1] if not re.fullmatch(r"(v\d+ ){3}", l)]
+    assert not bad, bad[:5]
