@@ -244,8 +244,10 @@ static int add_sysctls(const struct pod_spec *pod, struct run_config *rc,
 	for (size_t i = 0; i < n; i++) {
 		const struct kv *s = &pod->sysctls[i];
 
-		/* A unit always gets an IPC namespace of its own today. */
-		if (sysctl_check(s->name, s->value, rc->ipc_ns_path == NULL,
+		/* kernel.shm*, msg*, sem: only in an IPC namespace of the
+		 * pod's (its own or the pod's shared one), never the cell's. */
+		if (sysctl_check(s->name, s->value,
+				 pod->ns_ipc != NS_NODE,
 				 rc->netns_path != NULL, e) < 0)
 			return cerr_prefix(e, "SysctlForbidden");
 		rc->sysctl_names[i] = xstrdup(s->name);
@@ -330,6 +332,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	rc->cpu_quota = us->cpu_millis;
 	if (podnet_netns(s)) /* before the sysctls: net.* need it */
 		rc->netns_path = xstrdup(podnet_netns(s));
+	if (podns_paths(s, &rc->pid_ns_path, &rc->ipc_ns_path, e) < 0)
+		return -1;
 	if (add_sysctls(&s->spec, rc, e) < 0)
 		return -1;
 	return add_mounts(s, u, run, rc, e);

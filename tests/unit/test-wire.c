@@ -328,8 +328,10 @@ static void test_defaults(void)
 	u = p.units;
 	ok(p.restart_policy == RESTART_ALWAYS, "restartPolicy default Always");
 	ok(p.termination_grace_s == 30, "terminationGracePeriodSeconds 30");
-	ok(p.ns_network == NS_POD && p.ns_pid == NS_POD && p.ns_ipc == NS_POD,
-	   "no securityContext: every namespace is the pod's (Go zero)");
+	ok(p.ns_network == NS_POD && p.ns_pid == NS_CONTAINER &&
+	       p.ns_ipc == NS_CONTAINER,
+	   "no securityContext: the pod's network, each unit its own PID and "
+	   "IPC namespace (the v1 PodSpec's default)");
 	ok(!p.has_run_as_user && !p.n_supplemental_groups && !p.pod_name &&
 	       !p.n_annotations && !p.n_volumes && !p.n_init_units,
 	   "everything else absent");
