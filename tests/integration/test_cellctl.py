@@ -383,8 +383,9 @@ def test_port_forward_to_http_server_in_pod(cell, image, tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=10)
-    # The configMap package's modes: items[].mode, else defaultMode 0644.
-    r = c.ctl("exec", "--", "/bin/sh", "-c", "stat -c '%a %n' /www/index.html /www/robots.txt")
+    # The configMap package's modes: items[].mode, else defaultMode 0644 (stat -L:
+    # top-level names are links into ..data, as under the kubelet).
+    r = c.ctl("exec", "--", "/bin/sh", "-c", "stat -L -c '%a %n' /www/index.html /www/robots.txt")
     assert r.stdout.split("\n")[:2] == ["644 /www/index.html", "444 /www/robots.txt"], r.stdout
 
 
@@ -403,7 +404,7 @@ def test_run_secret_pod_files_and_hosts(cell, image, tmp_path):
     out = run_ok(c, tmp_path, image, "secret.yaml", "-f", sec, "--pod-ip", "10.9.8.7")
     assert "pod default_db-client: Running" in out, out
     r = c.ctl("exec", "--", "/bin/sh", "-c",
-              "id -G; cat /secrets/password; echo; stat -c '%a' /secrets/password; "
+              "id -G; cat /secrets/password; echo; stat -L -c '%a' /secrets/password; "
               "cat /etc/resolv.conf; grep -v '^#' /etc/hosts | grep 10.; echo DB_PASSWORD=$DB_PASSWORD")
     lines = r.stdout.split("\n")
     assert "2000" in lines[0].split() and lines[1] == "s3cr3t" and lines[2] == "400", r.stdout
