@@ -105,8 +105,7 @@ static bool is_our_link(int dfd, const char *name)
 /* Make name the link ..data/name: a new name is renamed in, an existing
  * entry (an old-layout tree or file) is exchanged with the link in one
  * step, then removed. */
-static int link_name(int dfd, const char *name, const char *pkg,
-		     struct cerr *e)
+static int link_name(int dfd, const char *name, const char *pkg, struct cerr *e)
 {
 	cleanup_free char *target = NULL;
 
@@ -168,8 +167,7 @@ static void prune(int dfd, int verfd, const char *ver, const char *pkg)
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
-		log_warn("deploy %s: cannot list the package to prune it",
-			 pkg);
+		log_warn("deploy %s: cannot list the package to prune it", pkg);
 		return;
 	}
 	while ((de = readdir(d))) {
@@ -203,8 +201,8 @@ int deploy_swap_in(int pkgdirfd, const char *tmp, const char *name,
 		return cerr_sys(e, "lock %s", name);
 	if (renameat(pkgdirfd, tmp, dfd, ver) < 0)
 		return cerr_sys(e, "move the new version in");
-	verfd = openat(dfd, ver, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-				     O_CLOEXEC);
+	verfd =
+	    openat(dfd, ver, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (verfd < 0) {
 		cerr_sys(e, "open %s", ver);
 		goto fail;

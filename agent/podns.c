@@ -120,8 +120,7 @@ static int start_holder(struct supervisor *s, struct cerr *e)
 	return 0;
 }
 
-static char *holder_ns(struct supervisor *s, const char *which,
-		       struct cerr *e)
+static char *holder_ns(struct supervisor *s, const char *which, struct cerr *e)
 {
 	if (!holder_alive(s) && start_holder(s, e) < 0)
 		return NULL;

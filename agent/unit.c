@@ -246,8 +246,7 @@ static int add_sysctls(const struct pod_spec *pod, struct run_config *rc,
 
 		/* kernel.shm*, msg*, sem: only in an IPC namespace of the
 		 * pod's (its own or the pod's shared one), never the cell's. */
-		if (sysctl_check(s->name, s->value,
-				 pod->ns_ipc != NS_NODE,
+		if (sysctl_check(s->name, s->value, pod->ns_ipc != NS_NODE,
 				 rc->netns_path != NULL, e) < 0)
 			return cerr_prefix(e, "SysctlForbidden");
 		rc->sysctl_names[i] = xstrdup(s->name);

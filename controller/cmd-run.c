@@ -195,21 +195,24 @@ static int add_kube_service(json_t *objects, const char *arg, struct cerr *e)
 	if (arg[0] == '[') {
 		const char *close = strchr(arg, ']');
 		if (!close || (close[1] && close[1] != ':'))
-			return cerr_set(e, EINVAL, "--kubernetes-service %s: "
-						   "bad address", arg);
+			return cerr_set(e, EINVAL,
+					"--kubernetes-service %s: "
+					"bad address",
+					arg);
 		ip = xstrndup(arg + 1, (size_t)(close - arg - 1));
 		colon = close[1] ? close + 1 : NULL;
 	} else if (colon && strchr(arg, ':') != colon) {
 		ip = xstrdup(arg); /* a bare IPv6 address */
 		colon = NULL;
 	} else {
-		ip = colon ? xstrndup(arg, (size_t)(colon - arg)) : xstrdup(arg);
+		ip =
+		    colon ? xstrndup(arg, (size_t)(colon - arg)) : xstrdup(arg);
 	}
 	if (colon && parse_int64(colon + 1, 1, 65535, &port, e) < 0)
 		return cerr_prefix(e, "--kubernetes-service %s", arg);
 	if (!*ip)
-		return cerr_set(e, EINVAL, "--kubernetes-service %s: no address",
-				arg);
+		return cerr_set(e, EINVAL,
+				"--kubernetes-service %s: no address", arg);
 	/* First in the list: the first default/kubernetes wins
 	 * (getServiceEnvVarMap), so the flag beats one given with -f. */
 	json_array_insert_new(

@@ -320,7 +320,8 @@ static void service_vars(const json_t *svc, json_t *m)
 		cleanup_free char *pn = svc_var_name(js(sp, "name"));
 		cleanup_free char *k = xasprintf("%s_%s", port, pn);
 		cleanup_free char *v = xasprintf(
-		    "%lld", (long long)json_integer_value(json_object_get(sp, "port")));
+		    "%lld",
+		    (long long)json_integer_value(json_object_get(sp, "port")));
 		set_str(m, k, v);
 	}
 	json_array_foreach(ports, i, sp)
@@ -337,8 +338,8 @@ static json_t *service_env(const json_t *pod, const json_t *objects)
 	const json_t *meta = json_object_get(pod, "metadata");
 	const json_t *spec = json_object_get(pod, "spec");
 	const json_t *links = json_object_get(spec, "enableServiceLinks");
-	const char *ns = *js(meta, "namespace") ? js(meta, "namespace")
-						 : "default";
+	const char *ns =
+	    *js(meta, "namespace") ? js(meta, "namespace") : "default";
 	bool enable = !json_is_false(links);
 	json_t *chosen = json_object(), *m = json_object(), *o;
 	const char *k;
@@ -348,7 +349,8 @@ static json_t *service_env(const json_t *pod, const json_t *objects)
 	{
 		const json_t *om = json_object_get(o, "metadata");
 		const char *name = js(om, "name");
-		const char *sns = *js(om, "namespace") ? js(om, "namespace") : ns;
+		const char *sns =
+		    *js(om, "namespace") ? js(om, "namespace") : ns;
 
 		if (strcmp(js(o, "kind"), "Service") != 0 || !*name)
 			continue;

@@ -597,8 +597,9 @@ static void test_swap_in_place(void)
 	   "a name gone is gone, a new name is there");
 	{
 		char *s = slurp("packages/live/..data/..data");
-		is_str(s, "mine\n", "a package's own ..data stays in its "
-				     "version, the layout's link is not it");
+		is_str(s, "mine\n",
+		       "a package's own ..data stays in its "
+		       "version, the layout's link is not it");
 		free(s);
 	}
 	d = fdopendir(dup(held));
