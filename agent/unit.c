@@ -458,6 +458,7 @@ static int configure_and_start(struct supervisor *s, struct unit_rec *u,
 	struct image_config ic = {0};
 	struct run_config rc;
 	int ret;
+	pid_t pid;
 
 	if (read_image_config(run, &ic, e) < 0)
 		return -1;
@@ -468,7 +469,9 @@ static int configure_and_start(struct supervisor *s, struct unit_rec *u,
 	image_config_free(&ic);
 	if (ret < 0)
 		return -1;
-	return s->ops->runtime_start(s->o.monitor_bin, run, e);
+	pid = s->ops->runtime_start(s->o.monitor_bin, run, e);
+	cgprime_done();
+	return pid;
 }
 
 /* The cell's own disk, not the unit, is at fault: full or read-only.
@@ -564,6 +567,7 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
 	struct cerr e = {0};
 
+	cgprime_kick();
 	unit_drop_run(u, u->seq - 1); /* keep only the previous run */
 	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0) {
 		start_failed(s, u, false, &e);
