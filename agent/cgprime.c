@@ -28,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <linux/magic.h>
 #include <sys/eventfd.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,15 +43,28 @@ static int procs_fd = -1;
 
 /* The cgroup.procs of the cgroup this process is in, in the first
  * hierarchy where it can be opened: the lock is one for all of them. */
+static int open_procs(const char *path)
+{
+	struct statfs sf;
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	/* Only the kernel's file: never a look-alike in a test tree. */
+	if (fd >= 0 &&
+	    (fstatfs(fd, &sf) < 0 || (sf.f_type != CGROUP_SUPER_MAGIC &&
+				      sf.f_type != CGROUP2_SUPER_MAGIC))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 static int open_own_procs(void)
 {
-	const char *root = getenv("CELL_CGROUP_ROOT");
+	static const char root[] = "/sys/fs/cgroup";
 	FILE *f = fopen("/proc/self/cgroup", "re");
 	char line[4096], path[4200];
 	int fd = -1;
 
-	if (!root || !*root)
-		root = "/sys/fs/cgroup";
 	while (f && fd < 0 && fgets(line, sizeof(line), f)) {
 		char *ctl = strchr(line, ':'), *rel, *comma;
 
@@ -75,7 +90,7 @@ static int open_own_procs(void)
 			*comma = '\0';
 		snprintf(path, sizeof(path), "%s/%s%s/cgroup.procs", root, ctl,
 			 rel);
-		fd = open(path, O_WRONLY | O_CLOEXEC);
+		fd = open_procs(path);
 	}
 	if (f)
 		fclose(f);
