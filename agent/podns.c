@@ -12,12 +12,18 @@
  * the pod's PID 1: started when the first unit that needs it starts,
  * recorded in <state>/podns.json so a restarted agent keeps it, and ended
  * (SIGTERM; the kernel kills what is left in it) once no unit runs. A change
- * of either option restarts the pod, as a change of its network does. */
+ * of either option restarts the pod, as a change of its network does.
+ *
+ * POSIX shared memory lives in /dev/shm, not in the IPC namespace: with
+ * ipc POD the units share a tmpfs (<state>/podshm, made with the holder,
+ * gone with it), with ipc NODE they get the cell's /dev/shm, as the
+ * kubelet's runtimes give the pod sandbox's or the host's. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +46,21 @@ static bool holder_alive(const struct supervisor *s)
 {
 	return s->podns_pid > 0 &&
 	       proc_start_time(s->podns_pid) == s->podns_start;
+}
+
+static char *shm_dir(const struct supervisor *s)
+{
+	return xasprintf("%s/podshm", s->o.state_dir);
+}
+
+static void shm_release(const struct supervisor *s)
+{
+	cleanup_free char *d = shm_dir(s);
+
+	if (fs_is_mountpoint(d) && umount2(d, MNT_DETACH) < 0)
+		log_warn("unmount %s: %m", d);
+	if (rmdir(d) < 0 && errno != ENOENT)
+		log_warn("remove %s: %m", d);
 }
 
 static void forget(struct supervisor *s)
@@ -72,8 +93,10 @@ void podns_restore(struct supervisor *s)
 	if (holder_alive(s))
 		log_info("pod namespaces: holder %d found and kept",
 			 (int)s->podns_pid);
-	else
+	else {
 		forget(s);
+		shm_release(s);
+	}
 }
 
 /* Start the holder: `cell-monitor pod-init ROOT` prints its pid. */
@@ -180,4 +203,28 @@ void podns_tick(struct supervisor *s)
 		kill(s->podns_pid, SIGTERM);
 	}
 	forget(s);
+	shm_release(s);
+}
+
+int podns_shm(struct supervisor *s, char **out, struct cerr *e)
+{
+	cleanup_free char *d = NULL;
+
+	*out = NULL;
+	if (s->spec.ns_ipc == NS_NODE) {
+		*out = xstrdup("/dev/shm");
+		return 0;
+	}
+	if (s->spec.ns_ipc != NS_POD)
+		return 0;
+	d = shm_dir(s);
+	if (mkdir(d, 0755) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkdir %s", d);
+	/* As the unit's own: 64 MiB, like Docker's and the kubelet's. */
+	if (!fs_is_mountpoint(d) &&
+	    mount("shm", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=1777,size=65536k") < 0)
+		return cerr_sys(e, "mount the pod's /dev/shm on %s", d);
+	*out = steal_ptr(&d);
+	return 0;
 }

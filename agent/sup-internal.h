@@ -165,6 +165,9 @@ void podns_restore(struct supervisor *s);
 int podns_paths(struct supervisor *s, char **pid_path, char **ipc_path,
 		struct cerr *e);
 bool podns_changed(const struct supervisor *s, const struct pod_spec *next);
+/* The /dev/shm a unit binds: the pod's tmpfs (ipc POD), the cell's (NODE),
+ * or NULL for its own. */
+int podns_shm(struct supervisor *s, char **out, struct cerr *e);
 /* Ends the holder once no unit runs. */
 void podns_tick(struct supervisor *s);
 

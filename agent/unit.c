@@ -212,6 +212,11 @@ static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 	char *tfile;
 
 	d.volumes_dir = vols;
+	/* First, so that a volume the unit mounts at /dev/shm still wins. */
+	if (podns_shm(s, &tfile, e) < 0)
+		return -1;
+	if (tfile)
+		add_bind(rc, tfile, "/dev/shm", false);
 	if (vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
 		return -1;
 	for (size_t i = 0; i < m.n; i++) {

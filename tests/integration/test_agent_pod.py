@@ -374,13 +374,16 @@ def test_redeploy_of_a_mounted_package_swaps_its_content(cell, image, tmp_path):
     assert not bad, bad[:5]
 
 
-def ns_spec(image: str, out, nso: dict, names=("a", "b")) -> dict:
-    """Units that report, every 0.2 s, their PID and IPC namespaces, PID 1's
-    name and the command lines they can see, into out/<name>.*."""
+def ns_spec(image: str, out, nso: dict, names=("a", "b"), shm_tag: str = "cell") -> dict:
+    """Units that each put a file into /dev/shm, then report, every 0.2 s,
+    their PID and IPC namespaces, PID 1's name, the command lines they can
+    see and what /dev/shm holds, into out/<name>.*."""
     bb = "/bin/busybox"
     units = []
     for i, n in enumerate(names):
-        script = (f"while :; do readlink /proc/self/ns/pid > /out/{n}.pid; "
+        script = (f"echo {n} > /dev/shm/{shm_tag}-{n}; "
+                  f"while :; do ls /dev/shm > /out/{n}.shm; "
+                  f"readlink /proc/self/ns/pid > /out/{n}.pid; "
                   f"readlink /proc/self/ns/ipc > /out/{n}.ipc; cat /proc/1/comm > /out/{n}.one; "
                   f"for p in /proc/[0-9]*; do {bb} tr '\\0' ' ' < $p/cmdline; echo; done "
                   f"> /out/{n}.ps.tmp 2>/dev/null; {bb} mv /out/{n}.ps.tmp /out/{n}.ps; "
@@ -418,7 +421,8 @@ def test_pid_and_ipc_namespace_options(cell, image, tmp_path):
     # other's processes.
     out = tmp_path / "shared"
     out.mkdir()
-    c.update_pod(ns_spec(image, out, {"pid": 0, "ipc": 0}))
+    stag = f"kipfields-{os.getpid()}"
+    c.update_pod(ns_spec(image, out, {"pid": 0, "ipc": 0}, shm_tag=stag))
     ps_a = read_when(out / "a.ps", lambda t: "sleep 1002" in t)
     ps_b = read_when(out / "b.ps", lambda t: "sleep 1001" in t)
     assert "pod-init" in ps_a and "pod-init" in ps_b
@@ -427,6 +431,10 @@ def test_pid_and_ipc_namespace_options(cell, image, tmp_path):
     assert read_when(out / "a.pid").strip() != host_pid
     assert read_when(out / "a.ipc") == read_when(out / "b.ipc")
     assert read_when(out / "a.ipc").strip() != host_ipc
+    # POSIX shared memory too: one /dev/shm for the pod, not the cell's.
+    for n in ("a", "b"):
+        assert read_when(out / f"{n}.shm", lambda t: f"{stag}-a" in t and f"{stag}-b" in t)
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith(stag)]
     holder = int(open(os.path.join(a.dir, "state", "podns.json")).read().split()[0])
     assert os.readlink(f"/proc/{holder}/ns/pid") == read_when(out / "a.pid").strip()
     assert os.readlink(f"/proc/{holder}/root") != "/"  # chrooted, out of the way
@@ -434,7 +442,15 @@ def test_pid_and_ipc_namespace_options(cell, image, tmp_path):
     # the holder goes once no unit is left).
     out = tmp_path / "host"
     out.mkdir()
-    c.update_pod(ns_spec(image, out, {"network": 0, "pid": 2, "ipc": 2}, names=("a",)))
+    tag = f"cell-kipfields-{os.getpid()}"
+    try:
+        c.update_pod(ns_spec(image, out, {"network": 0, "pid": 2, "ipc": 2}, names=("a",),
+                             shm_tag=tag))
+        read_when(out / "a.shm", lambda t: f"{tag}-a" in t)
+        assert os.path.exists(f"/dev/shm/{tag}-a")  # the cell's /dev/shm
+    finally:
+        if os.path.exists(f"/dev/shm/{tag}-a"):
+            os.unlink(f"/dev/shm/{tag}-a")
     assert read_when(out / "a.pid").strip() == host_pid
     assert read_when(out / "a.ipc").strip() == host_ipc
     assert "sleep 1001" in read_when(out / "a.ps", lambda t: "sleep 1001" in t)
@@ -450,3 +466,5 @@ def test_pid_and_ipc_namespace_options(cell, image, tmp_path):
     assert pa != pb and host_pid not in (pa.strip(), pb.strip())
     assert read_when(out / "a.ipc") != read_when(out / "b.ipc")
     assert "sleep 1002" not in read_when(out / "a.ps", lambda t: "sleep 1001" in t)
+    assert "cell-b" not in read_when(out / "a.shm", lambda t: "cell-a" in t)
+    assert not os.path.exists(os.path.join(a.dir, "state", "podshm"))  # gone with the holder
