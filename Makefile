@@ -249,10 +249,16 @@ $(OUT)/bin/cell-unpack: $(call obj,agent/unpack-main.c) $(LIBS_agent)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# cell-monitor is exec'd for every unit start: with jansson and libcap
+# linked in, the dynamic loader maps libc only (docs/agent.md "Performance").
+MONITOR_LDLIBS := -Wl,-Bstatic -ljansson -lcap -Wl,-Bdynamic
+ifeq ($(STATIC),1)
+MONITOR_LDLIBS := $(PKG_LIBS)
+endif
 $(OUT)/bin/cell-monitor: $(call obj,runtime/main.c) $(LIBS_runtime)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(MONITOR_LDLIBS)
 
 $(OUT)/bin/cell-cloudinit: $(call obj,cloudinit/main.c) $(LIBS_cloudinit)
 	@mkdir -p $(dir $@)

@@ -226,4 +226,11 @@ struct pod_status {
 /* The JSON text of a PodStatusReply (caller frees). */
 char *wire_status_json(const struct pod_status *s);
 
+/* cgprime.c: a unit start is coming; warm the kernel's cgroup attach
+ * lock on a thread of its own so that the monitor's cgroup.procs write
+ * does not wait for an RCU grace period. Never blocks. */
+void cgprime_kick(void);
+/* The start is done (the monitor has its cgroups): stop warming. */
+void cgprime_done(void);
+
 #endif

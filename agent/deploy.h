@@ -71,4 +71,11 @@ int deploy_package(int pkgdirfd, const char *name, int fd, struct cerr *e);
 /* Remove what interrupted deploys left in pkgdir (".<name>.tmp-*"). */
 int deploy_cleanup(int pkgdirfd, struct cerr *e);
 
+/* pkgswap.c: put the package extracted at pkgdirfd/tmp (".tmp-<hex>") in
+ * force as packages/name/, the kubelet's way (a ..data link flipped in one
+ * rename, top-level names linked through it), so that a unit that has
+ * packages/name/ mounted sees the old version or the new one. */
+int deploy_swap_in(int pkgdirfd, const char *tmp, const char *name,
+		   struct cerr *e);
+
 #endif

@@ -173,7 +173,10 @@ static void start(struct supervisor *s)
 	int logfd, stdio[3];
 	pid_t pid;
 
-	pkg = xasprintf("%s/kubeconfig", s->o.packages_dir);
+	/* The version in force (its top-level names are links into it,
+	 * agent/pkgswap.c); the path through ..data stays right after a
+	 * redeploy. */
+	pkg = xasprintf("%s/kubeconfig/..data", s->o.packages_dir);
 	if (!bin)
 		return missing(s, "kube-router is not installed");
 	if (!(kc = find_kubeconfig(pkg, 0)))

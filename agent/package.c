@@ -20,9 +20,10 @@
  *  - no set-id bits, no devices or fifos, caps on entries and bytes.
  *
  * The package is built in ".tmp-XXXXXXXXXXXX" next to the old one and
- * swapped in with renameat2(RENAME_EXCHANGE), so a reader sees the old
- * package or the new one, never a mixture, and a failure leaves the old one
- * untouched. */
+ * put in force by pkgswap.c, inside packages/<name>/ (which a running unit
+ * may have mounted): a reader sees the old package or the new one, never
+ * a mixture nor an empty directory, and a failure leaves the old one in
+ * force. */
 #include "deploy.h"
 
 #include <archive.h>
@@ -47,12 +48,6 @@
 #include "unpack.h"
 #include "util.h"
 
-/* musl 1.2.3 has no renameat2() wrapper nor its flags; the raw system
- * call works on both libcs. */
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1U << 0)
-#define RENAME_EXCHANGE (1U << 1)
-#endif
 #define LINK_TARGET_MAX 4095
 #define MSG_NAME_MAX 200
 #define CHECK_CHUNK 65536
@@ -395,40 +390,10 @@ static int make_tmpdir(int pkgdirfd, const char *name, char *tmp, size_t sz,
 	return cerr_set(e, EEXIST, "no free temporary name for '%s'", name);
 }
 
-static int rename_in(int dirfd, const char *from, const char *to,
-		     unsigned int flags)
-{
-	return (int)syscall(SYS_renameat2, dirfd, from, dirfd, to, flags);
-}
-
-/* Put tmp in name's place: exchanged with the old package when there is
- * one (which then sits at tmp, for the caller to remove), else renamed. */
-static int swap_in(int pkgdirfd, const char *tmp, const char *name,
-		   bool *had_old, struct cerr *e)
-{
-	for (int tries = 0; tries < 8; tries++) {
-		if (rename_in(pkgdirfd, tmp, name, RENAME_EXCHANGE) == 0) {
-			*had_old = true;
-			return 0;
-		}
-		if (errno != ENOENT)
-			break;
-		if (rename_in(pkgdirfd, tmp, name, RENAME_NOREPLACE) == 0) {
-			*had_old = false;
-			return 0;
-		}
-		if (errno != EEXIST)
-			break;
-		/* Another deploy of the same name won the race; swap again. */
-	}
-	return cerr_sys(e, "rename the new package into place");
-}
-
 int deploy_package(int pkgdirfd, const char *name, int fd, struct cerr *e)
 {
 	char tmp[DEPLOY_NAME_MAX + 32];
 	cleanup_close int rootfd = -1;
-	bool had_old = false;
 	struct cerr ignore = {0};
 
 	if (!deploy_name_ok(name))
@@ -443,12 +408,8 @@ int deploy_package(int pkgdirfd, const char *name, int fd, struct cerr *e)
 		goto fail;
 	}
 	if (extract_into(rootfd, fd, e) < 0 ||
-	    swap_in(pkgdirfd, tmp, name, &had_old, e) < 0)
+	    deploy_swap_in(pkgdirfd, tmp, name, e) < 0)
 		goto fail;
-	/* tmp now holds the old package, if there was one. */
-	if (had_old && fs_rm_rf_at(pkgdirfd, tmp, &ignore) < 0)
-		log_warn("deploy %s: removing the old package: %s", name,
-			 ignore.msg);
 	return 0;
 fail:
 	if (fs_rm_rf_at(pkgdirfd, tmp, &ignore) < 0)

@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -166,7 +167,7 @@ static int grow_builtin(const struct rootdev *r, struct buf *log,
 	if (ioctl(fd, BLKPG, &a) < 0)
 		return cerr_sys(e, "BLKPG resize %s partition %d", r->disk,
 				r->partno);
-	return 0;
+	return g;
 }
 
 static int grow_growpart(const char *tool, const struct rootdev *r,
@@ -182,10 +183,12 @@ static int grow_growpart(const char *tool, const struct rootdev *r,
 	if (rc < 0)
 		return -1;
 	/* growpart exits 1 with NOCHANGE when the partition is already as
-	 * large as it can be: that is success for us. */
-	if (rc == 0 || (rc == 1 && memmem(log->data + before, log->len - before,
-					  "NOCHANGE", 8)))
+	 * large as it can be: not an error, but maybe too early (below). */
+	if (rc == 0)
 		return 0;
+	if (rc == 1 &&
+	    memmem(log->data + before, log->len - before, "NOCHANGE", 8))
+		return 1;
 	return cerr_set(e, EIO, "growpart %s %d exited %d: %.300s", r->disk,
 			r->partno, rc, log->data + before);
 }
@@ -213,42 +216,128 @@ static int fsck_first(const struct rootdev *r, struct buf *log, struct cerr *e)
 	return 0;
 }
 
-int resize_root(const struct resize_opts *o, struct buf *log, struct cerr *e)
-{
-	struct rootdev r;
-	cleanup_free char *growpart = NULL, *resize2fs = NULL;
-	const char *tool = o->tool ? o->tool : "";
-	int rc;
+/* Kip calls resizevolume right after the cloud resized the volume, and
+ * the kernel may not have seen the new size yet: then there is nothing
+ * to grow, and growing again a moment later works. So, as Itzo did, the
+ * partition is tried up to 30 times and the filesystem up to 15, a second
+ * apart (CELL_AGENT_RESIZE_INTERVAL_MS), until one grows. A call with
+ * truly nothing to grow takes that long and still succeeds. Only the
+ * calling API worker waits; every other request is served meanwhile. */
+enum { GROW_TRIES = 30, FS_TRIES = 15 };
 
-	if (find_root(o, &r, e) < 0)
-		return cerr_prefix(e, "find the root device");
-	log_info("resizevolume: filesystem on %s, disk %s, partition %d",
-		 r.part, r.disk[0] ? r.disk : "(none)", r.partno);
-	if (r.disk[0]) {
-		if (strcmp(tool, "builtin") != 0)
-			growpart = find_tool("growpart");
-		if (!strcmp(tool, "growpart") && !growpart)
-			return cerr_set(e, ENOENT, "growpart is not installed");
-		if ((growpart ? grow_growpart(growpart, &r, log, e)
-			      : grow_builtin(&r, log, e)) < 0)
-			return -1;
+static unsigned retry_interval_ms(void)
+{
+	const char *v = getenv("CELL_AGENT_RESIZE_INTERVAL_MS");
+	struct cerr e = {0};
+	int64_t ms;
+
+	if (v && parse_int64(v, 0, 60000, &ms, &e) == 0)
+		return (unsigned)ms;
+	return 1000;
+}
+
+static void pause_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void note(struct buf *log, const char *msg)
+{
+	struct cerr ig = {0};
+
+	buf_append(log, msg, strlen(msg), &ig);
+}
+
+/* 0 when the partition grew, 1 when it never did within the bound. */
+static int grow_partition(const struct rootdev *r, const char *tool,
+			  unsigned interval, struct buf *log, struct cerr *e)
+{
+	cleanup_free char *growpart = NULL;
+	int g = 1;
+
+	if (strcmp(tool, "builtin") != 0)
+		growpart = find_tool("growpart");
+	if (!strcmp(tool, "growpart") && !growpart)
+		return cerr_set(e, ENOENT, "growpart is not installed");
+	for (int i = 0; i < GROW_TRIES; i++) {
+		if (i > 0) {
+			pause_ms(interval);
+			note(log, "partition: trying again\n");
+		}
+		g = growpart ? grow_growpart(growpart, r, log, e)
+			     : grow_builtin(r, log, e);
+		if (g <= 0)
+			return g;
 	}
-	if (mountinfo_find(NULL, &r.dev, e) == 0 && fsck_first(&r, log, e) < 0)
-		return -1;
-	resize2fs = find_tool("resize2fs");
+	return 1;
+}
+
+/* resize2fs says "Nothing to do!" when the filesystem already fills its
+ * device; anything else that exits 0 grew it. */
+static int grow_fs(const struct rootdev *r, int tries, unsigned interval,
+		   struct buf *log, struct cerr *e)
+{
+	cleanup_free char *resize2fs = find_tool("resize2fs");
+	char *argv[] = {resize2fs, (char *)r->part, NULL};
+
 	if (!resize2fs)
 		return cerr_set(e, ENOENT, "resize2fs is not installed");
-	{
-		char *argv[] = {resize2fs, r.part, NULL};
+	for (int i = 0; i < tries; i++) {
 		size_t before = log->len;
+		int rc;
 
+		if (i > 0) {
+			pause_ms(interval);
+			note(log, "filesystem: trying again\n");
+		}
 		rc = spawn_run(argv, log, 600, e);
 		if (rc < 0)
 			return -1;
 		if (rc != 0)
 			return cerr_set(e, EIO,
 					"resize2fs %s exited %d: %.300s",
-					r.part, rc, log->data + before);
+					r->part, rc, log->data + before);
+		if (!memmem(log->data + before, log->len - before,
+			    "Nothing to do", 13))
+			return 0;
 	}
+	return 1;
+}
+
+int resize_root(const struct resize_opts *o, struct buf *log, struct cerr *e)
+{
+	struct rootdev r;
+	const char *tool = o->tool ? o->tool : "";
+	unsigned interval = retry_interval_ms();
+	int g, fs_tries;
+
+	if (find_root(o, &r, e) < 0)
+		return cerr_prefix(e, "find the root device");
+	log_info("resizevolume: filesystem on %s, disk %s, partition %d",
+		 r.part, r.disk[0] ? r.disk : "(none)", r.partno);
+	/* A partition that grew is known to the kernel (BLKPG, or growpart's
+	 * own re-read), so its filesystem grows at the first try; one that
+	 * never grew gets one try, for a filesystem smaller than it. Only a
+	 * whole-disk filesystem waits for the kernel here. */
+	g = 0;
+	if (r.disk[0]) {
+		g = grow_partition(&r, tool, interval, log, e);
+		if (g < 0)
+			return -1;
+	}
+	if (mountinfo_find(NULL, &r.dev, e) == 0 && fsck_first(&r, log, e) < 0)
+		return -1;
+	if (!r.disk[0])
+		fs_tries = FS_TRIES;
+	else
+		fs_tries = g == 0 ? 2 : 1;
+	g = grow_fs(&r, fs_tries, interval, log, e);
+	if (g < 0)
+		return -1;
+	if (g > 0)
+		log_info("resizevolume: %s has nothing to grow", r.part);
 	return 0;
 }

@@ -349,6 +349,7 @@ static int h_updatepod(struct api *a, struct mg_connection *c)
 		buf_free(&body);
 		return reply_err(c, &e);
 	}
+	cgprime_kick(); /* a start may follow: overlap its lock's wait */
 	if (!a->b.update_pod)
 		r = cerr_set(&e, ENOTSUP, "updatepod is not supported");
 	else

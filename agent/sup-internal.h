@@ -121,6 +121,8 @@ struct supervisor {
 	struct stats_state stats;
 	struct podnet net;
 	struct netagent na;
+	pid_t podns_pid; /* the pod's PID/IPC namespace holder, or 0 */
+	uint64_t podns_start;
 };
 
 /* unit.c */
@@ -156,6 +158,20 @@ void sweep_pod_cgroup(struct supervisor *s);
 /* Remove a run (or unit) directory: a dead monitor's cgroups, every mount
  * below it, then the tree. */
 void run_dir_remove(const char *run);
+
+/* podns.c: namespaceOptions.pid and .ipc (POD: one namespace for the
+ * pod's units, held by `cell-monitor pod-init`; NODE: the cell's). */
+void podns_restore(struct supervisor *s);
+/* run.json's PID and IPC namespace paths for a unit of the spec in force
+ * (NULL: one of its own); starts the holder when needed. */
+int podns_paths(struct supervisor *s, char **pid_path, char **ipc_path,
+		struct cerr *e);
+bool podns_changed(const struct supervisor *s, const struct pod_spec *next);
+/* The /dev/shm a unit binds: the pod's tmpfs (ipc POD), the cell's (NODE),
+ * or NULL for its own. */
+int podns_shm(struct supervisor *s, char **out, struct cerr *e);
+/* Ends the holder once no unit runs. */
+void podns_tick(struct supervisor *s);
 
 /* podnet.c */
 /* After an agent restart: find the recorded network and keep it. */

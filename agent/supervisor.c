@@ -240,7 +240,8 @@ static void plan_next_spec(struct supervisor *s, const struct pod_spec *next)
 			       .n_init_units = next->n_init_units,
 			       .n_units = next->n_units,
 			       .grace_s = next->termination_grace_s,
-			       .net_changed = podnet_changed(s, next)};
+			       .net_changed = podnet_changed(s, next) ||
+					      podns_changed(s, next)};
 	struct plan p = {0};
 
 	plan_spec(view, s->n_units, &pn, &p);
@@ -400,6 +401,7 @@ static void reconcile(struct supervisor *s)
 
 	netagent_tick(s);
 	sweep_pod_cgroup(s);
+	podns_tick(s);
 	/* A plan that changed the records (dropped some, started the pod
 	 * over) is made again; twice is the most a tick needs. */
 	for (int round = 0; round < 4; round++) {
@@ -681,6 +683,7 @@ static void restore(struct supervisor *s)
 	s->spec_body = buf_steal(&b, NULL);
 	merge_records(s);
 	podnet_restore(s);
+	podns_restore(s);
 	for (size_t i = 0; i < s->n_units; i++) {
 		struct unit_rec *u = &s->units[i];
 		char *legacy;

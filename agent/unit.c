@@ -249,6 +249,11 @@ static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 	char *tfile;
 
 	d.volumes_dir = vols;
+	/* First, so that a volume the unit mounts at /dev/shm still wins. */
+	if (podns_shm(s, &tfile, e) < 0)
+		return -1;
+	if (tfile)
+		add_bind(rc, tfile, "/dev/shm", false);
 	if (vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
 		return -1;
 	for (size_t i = 0; i < m.n; i++) {
@@ -281,8 +286,9 @@ static int add_sysctls(const struct pod_spec *pod, struct run_config *rc,
 	for (size_t i = 0; i < n; i++) {
 		const struct kv *s = &pod->sysctls[i];
 
-		/* A unit always gets an IPC namespace of its own today. */
-		if (sysctl_check(s->name, s->value, rc->ipc_ns_path == NULL,
+		/* kernel.shm*, msg*, sem: only in an IPC namespace of the
+		 * pod's (its own or the pod's shared one), never the cell's. */
+		if (sysctl_check(s->name, s->value, pod->ns_ipc != NS_NODE,
 				 rc->netns_path != NULL, e) < 0)
 			return cerr_prefix(e, "SysctlForbidden");
 		rc->sysctl_names[i] = xstrdup(s->name);
@@ -378,6 +384,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	rc->cpu_quota = us->cpu_millis;
 	if (podnet_netns(s)) /* before the sysctls: net.* need it */
 		rc->netns_path = xstrdup(podnet_netns(s));
+	if (podns_paths(s, &rc->pid_ns_path, &rc->ipc_ns_path, e) < 0)
+		return -1;
 	if (add_sysctls(&s->spec, rc, e) < 0)
 		return -1;
 	return add_mounts(s, u, run, rc, e);
@@ -503,6 +511,7 @@ static int configure_and_start(struct supervisor *s, struct unit_rec *u,
 	struct image_config ic = {0};
 	struct run_config rc;
 	int ret;
+	pid_t pid;
 
 	if (read_image_config(run, &ic, e) < 0)
 		return -1;
@@ -513,7 +522,9 @@ static int configure_and_start(struct supervisor *s, struct unit_rec *u,
 	image_config_free(&ic);
 	if (ret < 0)
 		return -1;
-	return s->ops->runtime_start(s->o.monitor_bin, run, e);
+	pid = s->ops->runtime_start(s->o.monitor_bin, run, e);
+	cgprime_done();
+	return pid;
 }
 
 /* The cell's own disk, not the unit, is at fault: full or read-only.
@@ -609,6 +620,7 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
 	struct cerr e = {0};
 
+	cgprime_kick();
 	unit_drop_run(u, u->seq - 1); /* keep only the previous run */
 	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0) {
 		start_failed(s, u, false, &e);

@@ -1166,6 +1166,10 @@ static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 	enum ns_mode *ns[] = {&out->ns_network, &out->ns_pid, &out->ns_ipc};
 	json_t *sc, *nso, *groups;
 
+	/* Without namespaceOptions each unit has its own PID and IPC
+	 * namespace (the v1 PodSpec's default, and Kip's); with them, a key
+	 * left out is POD (0, Go's zero: omitempty drops it). */
+	out->ns_pid = out->ns_ipc = NS_CONTAINER;
 	if ((r = get_obj(spec, "spec", "securityContext", &sc, e)) <= 0)
 		return r;
 	if (get_obj(sc, at, "namespaceOptions", &nso, e) < 0 ||

@@ -20,7 +20,7 @@
 
 struct run_opts {
 	const char *manifest;
-	json_t *objects; /* ConfigMaps and Secrets */
+	json_t *objects; /* ConfigMaps, Secrets and Services */
 	bool wait, quiet;
 	int64_t timeout_s;
 	const char *prices, *region, *save_pkgs;
@@ -31,8 +31,12 @@ struct run_opts {
 static const char run_usage[] =
     "usage: cellctl run POD.yaml --cell ADDR [--cell ADDR…] [options]\n"
     "       cellctl convert POD.yaml [options]   (print the PodParameters)\n"
-    "  -f, --filename FILE       ConfigMap or Secret manifests (YAML/JSON,\n"
-    "                            a v1 List too) the pod's volumes use\n"
+    "  -f, --filename FILE       ConfigMap, Secret or Service manifests\n"
+    "                            (YAML/JSON, a v1 List too): the pod's\n"
+    "                            volumes and env, its service variables\n"
+    "  --kubernetes-service IP[:PORT]  the API server's Service address\n"
+    "                            (default/kubernetes, port 443): sets\n"
+    "                            KUBERNETES_SERVICE_HOST, KUBERNETES_PORT…\n"
     "  --from-literal configmap|secret/NAME/KEY=VALUE   (repeatable)\n"
     "  --from-file configmap|secret/NAME/KEY=PATH       (repeatable)\n"
     "  (several --cell: the pod goes to each cell at once)\n"
@@ -65,7 +69,8 @@ enum {
 	R_REGION,
 	R_DEFTYPE,
 	R_QUIET,
-	R_PKGS
+	R_PKGS,
+	R_KUBESVC
 };
 
 /* The shipped table: <bindir>/../share/cell/aws-us-east-1.json. */
@@ -179,6 +184,48 @@ static int add_objects(json_t *objects, const char *path, struct cerr *e)
 	return 0;
 }
 
+/* --kubernetes-service IP[:PORT]: the Service every cluster has,
+ * default/kubernetes, as the API server creates it (port "https", TCP).
+ * An IPv6 address goes in brackets when it has a port. */
+static int add_kube_service(json_t *objects, const char *arg, struct cerr *e)
+{
+	cleanup_free char *ip = NULL;
+	const char *colon = strrchr(arg, ':');
+	int64_t port = 443;
+
+	if (arg[0] == '[') {
+		const char *close = strchr(arg, ']');
+		if (!close || (close[1] && close[1] != ':'))
+			return cerr_set(e, EINVAL,
+					"--kubernetes-service %s: "
+					"bad address",
+					arg);
+		ip = xstrndup(arg + 1, (size_t)(close - arg - 1));
+		colon = close[1] ? close + 1 : NULL;
+	} else if (colon && strchr(arg, ':') != colon) {
+		ip = xstrdup(arg); /* a bare IPv6 address */
+		colon = NULL;
+	} else {
+		ip =
+		    colon ? xstrndup(arg, (size_t)(colon - arg)) : xstrdup(arg);
+	}
+	if (colon && parse_int64(colon + 1, 1, 65535, &port, e) < 0)
+		return cerr_prefix(e, "--kubernetes-service %s", arg);
+	if (!*ip)
+		return cerr_set(e, EINVAL,
+				"--kubernetes-service %s: no address", arg);
+	/* First in the list: the first default/kubernetes wins
+	 * (getServiceEnvVarMap), so the flag beats one given with -f. */
+	json_array_insert_new(
+	    objects, 0,
+	    json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:[{s:s,s:I,s:s}]}}",
+		      "apiVersion", "v1", "kind", "Service", "metadata", "name",
+		      "kubernetes", "namespace", "default", "spec", "clusterIP",
+		      ip, "ports", "name", "https", "port", (json_int_t)port,
+		      "protocol", "TCP"));
+	return 0;
+}
+
 static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 			  struct run_opts *o, struct cerr *e)
 {
@@ -199,6 +246,7 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 	    {"default-instance-type", required_argument, NULL, R_DEFTYPE},
 	    {"quiet", no_argument, NULL, R_QUIET},
 	    {"packages", required_argument, NULL, R_PKGS},
+	    {"kubernetes-service", required_argument, NULL, R_KUBESVC},
 	    {NULL, 0, NULL, 0}};
 	const char *resolv = "/etc/resolv.conf";
 	int c, r = 0;
@@ -257,6 +305,9 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 			break;
 		case R_PKGS:
 			o->save_pkgs = optarg;
+			break;
+		case R_KUBESVC:
+			r = add_kube_service(o->objects, optarg, e);
 			break;
 		case 'q':
 		case R_QUIET:

@@ -7,7 +7,10 @@
  * fieldRef resolved (a resourceFieldRef, or an optional reference that is
  * missing, leaves the variable unset); envFrom emptied. The virtual-kubelet
  * rebuilds env from a Go map, so Kip's order is random; cellctl sorts it by
- * name. No services exist here, so no service variables are added. */
+ * name. Service variables (FromServices) come from the Services given to
+ * cellctl (-f, --kubernetes-service): default/kubernetes always, the pod's
+ * namespace's only with enableServiceLinks (default true); headless ones
+ * never. They are visible to $(VAR) and lose to the container's own. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -218,16 +221,32 @@ static int key_ref(const json_t *objects, const json_t *ref, bool secret,
 			js(ref, "key"));
 }
 
+/* $(VAR) in a value: the container's variables so far, then the
+ * services' (expansion.MappingFuncFor(res, svcEnv)). */
+static char *expand_value(const char *v, const json_t *res, const json_t *svc)
+{
+	json_t *look;
+	char *out;
+
+	if (!svc || json_object_size(svc) == 0)
+		return k8s_expand(v, res);
+	look = json_deep_copy(svc);
+	json_object_update(look, (json_t *)res);
+	out = k8s_expand(v, look);
+	json_decref(look);
+	return out;
+}
+
 static int one_var(const json_t *pod, const json_t *objects,
 		   const struct convert_opts *o, const json_t *ev, json_t *res,
-		   struct cerr *e)
+		   const json_t *svc, struct cerr *e)
 {
 	const json_t *vf = json_object_get(ev, "valueFrom"), *r;
 	cleanup_free char *val = NULL;
 	json_t *s;
 
 	if (!json_is_object(vf))
-		val = k8s_expand(js(ev, "value"), res);
+		val = expand_value(js(ev, "value"), res, svc);
 	else if (json_is_object(r = json_object_get(vf, "configMapKeyRef")) &&
 		 key_ref(objects, r, false, &val, e) < 0)
 		return -1;
@@ -247,13 +266,142 @@ static int one_var(const json_t *pod, const json_t *objects,
 	return 0;
 }
 
+/* ---- service variables (virtual-kubelet's envvars.go) ---- */
+
+/* ToUpper, '-' to '_' (makeEnvVariableName). */
+static char *svc_var_name(const char *s)
+{
+	char *n = xstrdup(s);
+
+	for (char *p = n; *p; p++)
+		*p = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+	return n;
+}
+
+static void set_str(json_t *m, const char *k, const char *v)
+{
+	json_object_set_new(m, k, json_string(v));
+}
+
+/* net.JoinHostPort: an IPv6 address in brackets. */
+static char *host_port(const char *ip, json_int_t port)
+{
+	return strchr(ip, ':') ? xasprintf("[%s]:%lld", ip, (long long)port)
+			       : xasprintf("%s:%lld", ip, (long long)port);
+}
+
+static void link_vars(const char *prefix, const char *ip, const json_t *sp,
+		      bool first, json_t *m)
+{
+	json_int_t port = json_integer_value(json_object_get(sp, "port"));
+	const char *proto = *js(sp, "protocol") ? js(sp, "protocol") : "TCP";
+	cleanup_free char *lower = xstrdup(proto), *upper = xstrdup(proto);
+	cleanup_free char *hp = host_port(ip, port), *url = NULL, *pp = NULL;
+	cleanup_free char *num = xasprintf("%lld", (long long)port);
+
+	for (char *p = lower; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	for (char *p = upper; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	url = xasprintf("%s://%s", lower, hp);
+	if (first) {
+		cleanup_free char *k = xasprintf("%s_PORT", prefix);
+		set_str(m, k, url);
+	}
+	pp = xasprintf("%s_PORT_%lld_%s", prefix, (long long)port, upper);
+	set_str(m, pp, url);
+	static const char *const sfx[] = {"_PROTO", "_PORT", "_ADDR"};
+	const char *val[] = {lower, num, ip};
+	for (size_t i = 0; i < 3; i++) {
+		cleanup_free char *k = xasprintf("%s%s", pp, sfx[i]);
+		set_str(m, k, val[i]);
+	}
+}
+
+/* One Service's variables (FromServices); nothing for a headless one or
+ * one without ports. */
+static void service_vars(const json_t *svc, json_t *m)
+{
+	const json_t *spec = json_object_get(svc, "spec");
+	const json_t *ports = json_object_get(spec, "ports"), *sp;
+	const char *ip = js(spec, "clusterIP");
+	cleanup_free char *prefix =
+	    svc_var_name(js(json_object_get(svc, "metadata"), "name"));
+	cleanup_free char *host = NULL, *port = NULL, *num = NULL;
+	size_t i;
+
+	if (!*ip || !strcmp(ip, "None") || json_array_size(ports) == 0)
+		return;
+	host = xasprintf("%s_SERVICE_HOST", prefix);
+	set_str(m, host, ip);
+	port = xasprintf("%s_SERVICE_PORT", prefix);
+	num = xasprintf("%lld", (long long)json_integer_value(json_object_get(
+				    json_array_get(ports, 0), "port")));
+	set_str(m, port, num);
+	json_array_foreach(ports, i, sp)
+	{
+		if (!*js(sp, "name"))
+			continue;
+		cleanup_free char *pn = svc_var_name(js(sp, "name"));
+		cleanup_free char *k = xasprintf("%s_%s", port, pn);
+		cleanup_free char *v = xasprintf(
+		    "%lld",
+		    (long long)json_integer_value(json_object_get(sp, "port")));
+		set_str(m, k, v);
+	}
+	json_array_foreach(ports, i, sp)
+	{
+		link_vars(prefix, ip, sp, i == 0, m);
+	}
+}
+
+/* getServiceEnvVarMap: the Services a pod in its namespace sees. A
+ * Service given without a namespace is in the pod's, as kubectl would
+ * create it. */
+static json_t *service_env(const json_t *pod, const json_t *objects)
+{
+	const json_t *meta = json_object_get(pod, "metadata");
+	const json_t *spec = json_object_get(pod, "spec");
+	const json_t *links = json_object_get(spec, "enableServiceLinks");
+	const char *ns =
+	    *js(meta, "namespace") ? js(meta, "namespace") : "default";
+	bool enable = !json_is_false(links);
+	json_t *chosen = json_object(), *m = json_object(), *o;
+	const char *k;
+	size_t i;
+
+	json_array_foreach(objects, i, o)
+	{
+		const json_t *om = json_object_get(o, "metadata");
+		const char *name = js(om, "name");
+		const char *sns =
+		    *js(om, "namespace") ? js(om, "namespace") : ns;
+
+		if (strcmp(js(o, "kind"), "Service") != 0 || !*name)
+			continue;
+		if (!strcmp(sns, "default") && !strcmp(name, "kubernetes")) {
+			if (!json_object_get(chosen, name))
+				json_object_set(chosen, name, o);
+		} else if (!strcmp(sns, ns) && enable) {
+			json_object_set(chosen, name, o);
+		}
+	}
+	json_object_foreach(chosen, k, o)
+	{
+		service_vars(o, m);
+	}
+	json_decref(chosen);
+	return m;
+}
+
 static int cmp_names(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 static int container_env(const json_t *pod, json_t *c, const json_t *objects,
-			 const struct convert_opts *o, struct cerr *e)
+			 const struct convert_opts *o, const json_t *svc,
+			 struct cerr *e)
 {
 	json_t *res = json_object(), *ev, *list, *v;
 	const char **names;
@@ -264,8 +412,13 @@ static int container_env(const json_t *pod, json_t *c, const json_t *objects,
 		goto fail;
 	json_array_foreach(json_object_get(c, "env"), i, ev)
 	{
-		if (one_var(pod, objects, o, ev, res, e) < 0)
+		if (one_var(pod, objects, o, ev, res, svc, e) < 0)
 			goto fail;
+	}
+	json_object_foreach((json_t *)svc, k, v)
+	{
+		if (!json_object_get(res, k))
+			json_object_set(res, k, v);
 	}
 	names = xcalloc(json_object_size(res) + 1, sizeof(*names));
 	json_object_foreach(res, k, v)
@@ -293,14 +446,18 @@ int pod_env_resolve(json_t *pod, const json_t *objects,
 {
 	static const char *const lists[] = {"initContainers", "containers"};
 	json_t *spec = json_object_get(pod, "spec"), *c;
+	json_t *svc = service_env(pod, objects);
 	size_t i;
 
 	for (size_t l = 0; l < 2; l++)
 		json_array_foreach(json_object_get(spec, lists[l]), i, c)
 		{
 			if (json_is_object(c) &&
-			    container_env(pod, c, objects, o, e) < 0)
+			    container_env(pod, c, objects, o, svc, e) < 0) {
+				json_decref(svc);
 				return -1;
+			}
 		}
+	json_decref(svc);
 	return 0;
 }

@@ -593,6 +593,7 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 {
 	const struct run_config *c = a->cfg;
 	int fd;
+	char go;
 
 	if (a->netns_fd >= 0 && setns(a->netns_fd, CLONE_NEWNET) < 0)
 		return cerr_sys(e, "join network namespace %s", c->netns_path);
@@ -610,6 +611,14 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 	umask(022);
 	if (c->hostname && sethostname(c->hostname, strlen(c->hostname)) < 0)
 		return cerr_sys(e, "sethostname");
+	/* Everything above is the runtime's own work in the container's new
+	 * namespaces and needs no cgroup, so it overlaps the monitor's
+	 * cgroup.procs writes (the first one of a start waits for an RCU
+	 * grace period on cgroup v1, milliseconds). From here on the unit
+	 * becomes itself: wait until the monitor has put it into the unit's
+	 * cgroups (EOF: the monitor died). */
+	if (read(a->sync_fd, &go, 1) != 1)
+		_exit(127);
 	/* The monitor protects itself from the OOM killer; the unit must
 	 * not inherit that. */
 	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -643,7 +652,6 @@ static __attribute__((noreturn)) void child_fail(int fd, const struct cerr *e)
 void ctr_child(const struct ctr_child_args *a)
 {
 	struct cerr e = {0};
-	char go;
 
 	/* A monitor that dies takes its container along. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -651,10 +659,8 @@ void ctr_child(const struct ctr_child_args *a)
 	 * open here, a dead monitor would never read as EOF. */
 	close(a->peer_fd);
 	reset_signals();
-	/* Wait until the monitor has put us into the unit's cgroup; EOF
-	 * means it died before that. */
-	if (read(a->sync_fd, &go, 1) != 1)
-		_exit(127);
+	/* child_setup waits for the monitor's "g" (the unit's cgroups) after
+	 * the mounts, before credentials and exec. */
 	if (child_setup(a, &e) < 0)
 		child_fail(a->sync_fd, &e);
 	ctr_execvpe(a->cfg->argv, a->cfg->env, &e);

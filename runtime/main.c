@@ -28,6 +28,8 @@ static const char usage[] =
     "  stop [--grace N] UNIT_DIR\n"
     "  state UNIT_DIR            prints the unit's state as JSON\n"
     "  cleanup UNIT_DIR          remove what a dead monitor left behind\n"
+    "  pod-init ROOT             start a pod's shared PID namespace holder\n"
+    "                            (chrooted into ROOT); prints its pid\n"
     "  logs [--tail N] [--bytes N] [--since TIME] [--timestamps|--cri]\n"
     "       [--rotated] LOG_FILE\n";
 
@@ -226,6 +228,10 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "--version")) {
 		puts("cell-monitor " CELL_VERSION);
 		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "pod-init")) {
+		struct cerr e = {0};
+		return runtime_pod_init(argv[2], &e) < 0 ? fail(&e) : 0;
 	}
 	rc = argc < 2;
 	for (size_t i = 0; !rc && i < ARRAY_SIZE(cmds); i++)

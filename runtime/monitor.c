@@ -402,7 +402,9 @@ static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
 		kill(m->init, SIGKILL);
 		goto out;
 	}
-	if (write(f.sock[0], "g", 1) != 1) {
+	/* The init sets up its mounts meanwhile; one that already failed
+	 * has written why and gone (EPIPE): read that below. */
+	if (write(f.sock[0], "g", 1) != 1 && errno != EPIPE) {
 		cerr_sys(e, "start the container init");
 		goto out;
 	}

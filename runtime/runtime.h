@@ -169,6 +169,12 @@ int runtime_stop(const char *unit_dir, int grace_seconds, struct cerr *e);
  * still in them. Harmless when there is nothing to do. */
 int runtime_cleanup(const char *unit_dir, struct cerr *e);
 
+/* `cell-monitor pod-init ROOT` (podinit.c): start the holder of a pod's
+ * shared PID and IPC namespaces, its PID 1, chrooted into the empty
+ * directory ROOT, in a session of its own; print its pid. SIGTERM ends
+ * it (and with it everything left in the namespace). */
+int runtime_pod_init(const char *root, struct cerr *e);
+
 struct exec_opts {
 	char *const *argv; /* searched in the unit's PATH */
 	char *const *env;  /* "NAME=value" added to (or replacing in) the

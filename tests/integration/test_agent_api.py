@@ -23,6 +23,7 @@ import ssl
 import struct
 import subprocess
 import tarfile
+import threading
 import time
 import uuid
 import warnings
@@ -319,11 +320,17 @@ def test_deploy_packages(agent, client):
                        symlinks={"link": "ROOTFS/hosts"}, prefix="./ROOTFS/")
     client.deploy("ns_pod", "etchosts", pkg, chunked=True)
     root = os.path.join(agent.packages, "etchosts")
-    assert os.readlink(os.path.join(root, "link")) == "hosts"
-    # A new version replaces the old one whole.
+    # The package's own link, in the version in force; the top-level name
+    # is the layout's link to it (agent/pkgswap.c).
+    assert os.readlink(os.path.join(root, "..data", "link")) == "hosts"
+    assert os.readlink(os.path.join(root, "link")) == "..data/link"
+    # A new version replaces the old one whole, in the same directory.
+    ino = os.stat(os.path.join(agent.packages, "resolvconf")).st_ino
     client.deploy("ns_pod", "resolvconf", {"other": "v2\n"}, chunked=False)
     root = os.path.join(agent.packages, "resolvconf")
-    assert sorted(os.listdir(root)) == ["other"]
+    assert sorted(n for n in os.listdir(root) if not n.startswith("..")) == ["other"]
+    assert len([n for n in os.listdir(root) if n.startswith("..")]) == 2  # ..data, a version
+    assert os.stat(root).st_ino == ino
 
 
 def test_deploy_refuses_hostile_packages(agent, client, tmp_path):
@@ -578,19 +585,18 @@ def ext4_bytes(part: str) -> int:
     return int(info["Block count"]) * int(info["Block size"])
 
 
-def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
-    """A GPT disk whose "cloud" grew it: the partition is grown in the
-    table (the built-in code: growpart is not installed here), the kernel is
-    told, and the ext4 on it is grown. The partition is not mounted: online
-    growth needs CAP_SYS_RESOURCE, which this test machine lacks; on a cell
-    the root is grown online."""
-    if os.geteuid() != 0:
-        pytest.fail("resizevolume needs root (loop devices)")
-    img, mnt = str(tmp_path / "disk.img"), str(tmp_path / "mnt")
-    os.makedirs(mnt)
+@contextlib.contextmanager
+def grown_disk(tmp_path, tell_kernel: bool = True):
+    """A loop device over a GPT disk image whose one partition (32 MiB,
+    ext4) the "cloud" grew the disk under (to 160 MiB). The kernel is told
+    of the new size only with tell_kernel (losetup -c); then the partition
+    fills the old disk, so that nothing grows until the kernel knows. Yields
+    (dev, part, sysfs name, ext4 bytes before)."""
+    img = str(tmp_path / "disk.img")
+    sectors = (64 << 20) // 512
     with open(img, "wb") as f:
         f.truncate(64 << 20)
-    write_gpt(img, (64 << 20) // 512, 2048, (32 << 20) // 512 - 1)
+    write_gpt(img, sectors, 2048, (32 << 20) // 512 - 1 if tell_kernel else sectors - 34)
     dev = sh("losetup", "-P", "-f", "--show", img)
     try:
         part, name = dev + "p1", os.path.basename(dev) + "p1"
@@ -603,25 +609,47 @@ def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
         before = ext4_bytes(part)
         with open(img, "r+b") as f:
             f.truncate(160 << 20)  # the "cloud" grew the disk
-        sh("losetup", "-c", dev)
+        if tell_kernel:
+            sh("losetup", "-c", dev)
+        yield dev, part, name, before
+    finally:
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+def part_sectors(name: str) -> int:
+    with open(f"/sys/class/block/{name}/size") as f:
+        return int(f.read())
+
+
+def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
+    """A GPT disk whose "cloud" grew it: the partition is grown in the
+    table (the built-in code: growpart is not installed here), the kernel is
+    told, and the ext4 on it is grown. The partition is not mounted: online
+    growth needs CAP_SYS_RESOURCE, which this test machine lacks; on a cell
+    the root is grown online."""
+    if os.geteuid() != 0:
+        pytest.fail("resizevolume needs root (loop devices)")
+    mnt = str(tmp_path / "mnt")
+    os.makedirs(mnt)
+    with grown_disk(tmp_path) as (dev, part, name, before):
         a = start_agent(str(tmp_path / "agent"),
                         env={"CELL_AGENT_ROOT_DEVICE": part,
-                             "CELL_AGENT_PARTITION_TOOL": "builtin"})
+                             "CELL_AGENT_PARTITION_TOOL": "builtin",
+                             "CELL_AGENT_RESIZE_INTERVAL_MS": "20"})
         try:
             c = a.client()
             out = c.resize_volume()
-            with open(f"/sys/class/block/{name}/size") as f:
-                sectors = int(f.read())
+            sectors = part_sectors(name)
             assert sectors * 512 > 150 << 20, (sectors, out)
             assert ext4_bytes(part) > 4 * before, out
-            # Again: nothing left to grow is not an error.
+            # Again: nothing left to grow is not an error (after the
+            # retries: 30 tries, 20 ms apart here).
             assert "NOCHANGE" in c.resize_volume()
             # The new table is valid: the kernel reads the same size back
             # from disk, and the filesystem mounts and is clean.
             sh("partx", "-d", "--nr", "1", dev, check=False)
             sh("partx", "-a", "--nr", "1", dev, check=False)
-            with open(f"/sys/class/block/{name}/size") as f:
-                assert int(f.read()) == sectors
+            assert part_sectors(name) == sectors
             sh("e2fsck", "-f", "-n", part)
             sh("mount", part, mnt)
             mounts.append(mnt)
@@ -629,9 +657,47 @@ def test_resizevolume_grows_partition_and_ext4(tmp_path, mounts):
             assert st.f_blocks * st.f_frsize > 120 << 20
         finally:
             assert a.stop() == 0
-    finally:
-        subprocess.run(["umount", "-l", mnt], capture_output=True)
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+
+def test_resizevolume_waits_for_the_kernel_to_see_the_disk(tmp_path):
+    """Kip calls resizevolume right after the cloud resized the volume,
+    before the kernel may have seen the new size: the agent tries again
+    (as Itzo did: 30 x the partition, 15 x the filesystem) until the
+    partition grows, and the API answers other requests meanwhile."""
+    if os.geteuid() != 0:
+        pytest.fail("resizevolume needs root (loop devices)")
+    with grown_disk(tmp_path, tell_kernel=False) as (dev, part, name, before):
+        a = start_agent(str(tmp_path / "agent"),
+                        env={"CELL_AGENT_ROOT_DEVICE": part,
+                             "CELL_AGENT_PARTITION_TOOL": "builtin",
+                             "CELL_AGENT_RESIZE_INTERVAL_MS": "200"})
+        try:
+            c = a.client()
+            res: dict = {}
+
+            def call() -> None:
+                try:
+                    res["out"] = c.resize_volume()
+                except Exception as ex:  # noqa: BLE001: reported below
+                    res["err"] = ex
+
+            t = threading.Thread(target=call)
+            t.start()
+            time.sleep(1.0)
+            # Still trying, and not in anybody's way.
+            assert t.is_alive(), res
+            c.ping()
+            c.status()
+            sh("losetup", "-c", dev)  # the kernel sees the new size now
+            t.join(30)
+            assert not t.is_alive()
+            assert "err" not in res, res
+            assert "trying again" in res["out"], res
+            assert part_sectors(name) * 512 > 150 << 20, res
+            assert ext4_bytes(part) > 2 * before, res
+        finally:
+            assert a.stop() == 0
 
 
 # ---------------------------------------------------------------------------

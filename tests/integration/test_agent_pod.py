@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -335,3 +336,136 @@ def test_resource_usage_is_reported(cell, image):
               "netRx", "netTx", "web.cpuUsage", "web.memoryUsage", "web.memoryWorkingSet"):
         assert k in u and isinstance(u[k], (int, float)), (k, u)
     assert 0 < u["fsAvailable"] <= u["fsCapacity"] and u["web.memoryUsage"] > 0
+
+
+def test_redeploy_of_a_mounted_package_swaps_its_content(cell, image, tmp_path):
+    """A unit that mounts a configMap (and the same package as a
+    packagePath) while the controller redeploys it: every file the unit
+    reads is the old version's or the new one's, never missing (an empty
+    directory), and the unit sees the last version (the kubelet's ..data
+    swap)."""
+    a, c = cell()
+    out = tmp_path / "out"
+    out.mkdir()
+    for pkg in ("cfg", "pp"):
+        c.deploy("ns_pod", pkg, {"a/conf": "v0\n", "b/conf": "v0\n"})
+    script = ("while :; do echo \"$(cat /cfg/a/conf /cfg/b/conf /pp/a/conf 2>&1)\" "
+              "| tr '\\n' ' ' >> /out/seen; echo >> /out/seen; done & exec sleep 1000")
+    vols = [{"name": "cfg", "configMap": {"name": "cfg", "items": [], "defaultMode": 0o644}},
+            {"name": "pp", "packagePath": {"path": ""}},
+            {"name": "out", "hostPath": {"path": str(out)}}]
+    mounts = [{"name": "cfg", "mountPath": "/cfg"}, {"name": "pp", "mountPath": "/pp"},
+              {"name": "out", "mountPath": "/out"}]
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "reader", script, volumeMounts=mounts)],
+                            volumes=vols, terminationGracePeriodSeconds=0))
+    wait_state(c, "reader", "running")
+    for v in range(1, 21):
+        for pkg in ("cfg", "pp"):
+            c.deploy("ns_pod", pkg, {"a/conf": f"v{v}\n", "b/conf": f"v{v}\n"})
+        time.sleep(0.05)
+    deadline = time.monotonic() + 15
+    lines = []
+    while time.monotonic() < deadline:
+        lines = (out / "seen").read_text().splitlines()
+        if len(lines) > 1 and lines[-2] == "v20 v20 v20 ":
+            break
+        time.sleep(0.2)
+    assert len(lines) > 20 and lines[-2] == "v20 v20 v20 ", lines[-5:]
+    bad = [l for l in lines[:-1] if not re.fullmatch(r"(v\d+ ){3}", l)]
+    assert not bad, bad[:5]
+
+
+def ns_spec(image: str, out, nso: dict, names=("a", "b"), shm_tag: str = "cell") -> dict:
+    """Units that each put a file into /dev/shm, then report, every 0.2 s,
+    their PID and IPC namespaces, PID 1's name, the command lines they can
+    see and what /dev/shm holds, into out/<name>.*."""
+    bb = "/bin/busybox"
+    units = []
+    for i, n in enumerate(names):
+        script = (f"echo {n} > /dev/shm/{shm_tag}-{n}; "
+                  f"while :; do ls /dev/shm > /out/{n}.shm; "
+                  f"readlink /proc/self/ns/pid > /out/{n}.pid; "
+                  f"readlink /proc/self/ns/ipc > /out/{n}.ipc; cat /proc/1/comm > /out/{n}.one; "
+                  f"for p in /proc/[0-9]*; do {bb} tr '\\0' ' ' < $p/cmdline; echo; done "
+                  f"> /out/{n}.ps.tmp 2>/dev/null; {bb} mv /out/{n}.ps.tmp /out/{n}.ps; "
+                  f"{bb} sleep 0.2; done & exec {bb} sleep {1001 + i}")
+        units.append(sh(image, n, script, volumeMounts=[{"name": "out", "mountPath": "/out"}]))
+    sc = {"namespaceOptions": nso, "runAsUser": None, "runAsGroup": None,
+          "supplementalGroups": [], "sysctls": []}
+    return pod_params("ns_pod", units=units, securityContext=sc,
+                      volumes=[{"name": "out", "hostPath": {"path": str(out)}}],
+                      terminationGracePeriodSeconds=0)
+
+
+def read_when(path, pred=lambda t: t.strip(), timeout=20.0) -> str:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            text = ""
+        if pred(text):
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{path}: {text!r}")
+
+
+def test_pid_and_ipc_namespace_options(cell, image, tmp_path):
+    """namespaceOptions with the CRI meanings Kip's converter writes: pid
+    POD (shareProcessNamespace) puts the units into one PID namespace whose
+    PID 1 is the agent's pod-init; pid/ipc NODE (hostPID, hostIPC) are the
+    cell's; CONTAINER (Kip's default) gives each unit its own."""
+    a, c = cell()
+    host_pid, host_ipc = os.readlink("/proc/self/ns/pid"), os.readlink("/proc/self/ns/ipc")
+    # Shared: one PID and IPC namespace, PID 1 the holder, each unit sees the
+    # other's processes.
+    out = tmp_path / "shared"
+    out.mkdir()
+    stag = f"kipfields-{os.getpid()}"
+    c.update_pod(ns_spec(image, out, {"pid": 0, "ipc": 0}, shm_tag=stag))
+    ps_a = read_when(out / "a.ps", lambda t: "sleep 1002" in t)
+    ps_b = read_when(out / "b.ps", lambda t: "sleep 1001" in t)
+    assert "pod-init" in ps_a and "pod-init" in ps_b
+    assert read_when(out / "a.one").strip() == "pod-init"
+    assert read_when(out / "a.pid") == read_when(out / "b.pid")
+    assert read_when(out / "a.pid").strip() != host_pid
+    assert read_when(out / "a.ipc") == read_when(out / "b.ipc")
+    assert read_when(out / "a.ipc").strip() != host_ipc
+    # POSIX shared memory too: one /dev/shm for the pod, not the cell's.
+    for n in ("a", "b"):
+        assert read_when(out / f"{n}.shm", lambda t: f"{stag}-a" in t and f"{stag}-b" in t)
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith(stag)]
+    holder = int(open(os.path.join(a.dir, "state", "podns.json")).read().split()[0])
+    assert os.readlink(f"/proc/{holder}/ns/pid") == read_when(out / "a.pid").strip()
+    assert os.readlink(f"/proc/{holder}/root") != "/"  # chrooted, out of the way
+    # Host: the cell's namespaces (a pod-wide change: the pod restarts, and
+    # the holder goes once no unit is left).
+    out = tmp_path / "host"
+    out.mkdir()
+    tag = f"cell-kipfields-{os.getpid()}"
+    try:
+        c.update_pod(ns_spec(image, out, {"network": 0, "pid": 2, "ipc": 2}, names=("a",),
+                             shm_tag=tag))
+        read_when(out / "a.shm", lambda t: f"{tag}-a" in t)
+        assert os.path.exists(f"/dev/shm/{tag}-a")  # the cell's /dev/shm
+    finally:
+        if os.path.exists(f"/dev/shm/{tag}-a"):
+            os.unlink(f"/dev/shm/{tag}-a")
+    assert read_when(out / "a.pid").strip() == host_pid
+    assert read_when(out / "a.ipc").strip() == host_ipc
+    assert "sleep 1001" in read_when(out / "a.ps", lambda t: "sleep 1001" in t)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{holder}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{holder}")
+    # Container (Kip's default): each unit its own.
+    out = tmp_path / "own"
+    out.mkdir()
+    c.update_pod(ns_spec(image, out, {"network": 0, "pid": 1, "ipc": 1}))
+    pa, pb = read_when(out / "a.pid"), read_when(out / "b.pid")
+    assert pa != pb and host_pid not in (pa.strip(), pb.strip())
+    assert read_when(out / "a.ipc") != read_when(out / "b.ipc")
+    assert "sleep 1002" not in read_when(out / "a.ps", lambda t: "sleep 1001" in t)
+    assert "cell-b" not in read_when(out / "a.shm", lambda t: "cell-a" in t)
+    assert not os.path.exists(os.path.join(a.dir, "state", "podshm"))  # gone with the holder

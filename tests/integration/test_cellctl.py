@@ -384,8 +384,9 @@ def test_port_forward_to_http_server_in_pod(cell, image, tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=10)
-    # The configMap package's modes: items[].mode, else defaultMode 0644.
-    r = c.ctl("exec", "--", "/bin/sh", "-c", "stat -c '%a %n' /www/index.html /www/robots.txt")
+    # The configMap package's modes: items[].mode, else defaultMode 0644 (stat -L:
+    # top-level names are links into ..data, as under the kubelet).
+    r = c.ctl("exec", "--", "/bin/sh", "-c", "stat -L -c '%a %n' /www/index.html /www/robots.txt")
     assert r.stdout.split("\n")[:2] == ["644 /www/index.html", "444 /www/robots.txt"], r.stdout
 
 
@@ -404,7 +405,7 @@ def test_run_secret_pod_files_and_hosts(cell, image, tmp_path):
     out = run_ok(c, tmp_path, image, "secret.yaml", "-f", sec, "--pod-ip", "10.9.8.7")
     assert "pod default_db-client: Running" in out, out
     r = c.ctl("exec", "--", "/bin/sh", "-c",
-              "id -G; cat /secrets/password; echo; stat -c '%a' /secrets/password; "
+              "id -G; cat /secrets/password; echo; stat -L -c '%a' /secrets/password; "
               "cat /etc/resolv.conf; grep -v '^#' /etc/hosts | grep 10.; echo DB_PASSWORD=$DB_PASSWORD")
     lines = r.stdout.split("\n")
     assert "2000" in lines[0].split() and lines[1] == "s3cr3t" and lines[2] == "400", r.stdout
@@ -412,6 +413,91 @@ def test_run_secret_pod_files_and_hosts(cell, image, tmp_path):
     assert "10.9.8.7\tclient.db.default.svc.cluster.local\tclient" in r.stdout
     assert "10.1.2.3\tdb.internal\tdb" in r.stdout
     assert "DB_PASSWORD=s3cr3t\n" in r.stdout  # resolved before Kip sees it
+
+
+# printenv as coreutils' (Debian busybox-static has no such applet): each
+# variable's value; exit 1 when one is not set.
+PRINTENV = """#!/bin/sh
+rc=0
+for v in "$@"; do
+    if /bin/busybox env | /bin/busybox grep -q "^$v="; then eval "echo \\"\\$$v\\""; else rc=1; fi
+done
+exit $rc
+"""
+
+
+def test_run_command_demo_gets_the_service_variables(cell, registry, tmp_path):
+    """The docs' command-demo pod prints KUBERNETES_PORT; without the
+    service variables the virtual-kubelet adds, printenv fails and the pod
+    loops in CrashLoopBackOff."""
+    push(registry, "t/debian", "latest",
+         Image([busybox_layer(), Layer([File("bin/printenv", PRINTENV, mode=0o755)])],
+               config={"Cmd": ["/bin/sh"]}))
+    debian = registry.ref("t/debian", "latest")
+    c = cell()
+    out = run_ok(c, tmp_path, debian, "command-demo.yaml", "--wait",
+                 "--kubernetes-service", "10.96.0.1", sub={"image: debian": f"image: {debian}"})
+    assert "pod default_command-demo: Succeeded" in out, out
+    assert c.ctl("logs").stdout == "command-demo\ntcp://10.96.0.1:443\n"
+
+
+SERVICES = """
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Service, metadata: {name: my-db},
+   spec: {clusterIP: 10.96.7.7, ports: [{name: pg-main, port: 5432},
+                                        {name: metrics, port: 9187, protocol: UDP}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: headless},
+   spec: {clusterIP: None, ports: [{port: 80}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: other, namespace: elsewhere},
+   spec: {clusterIP: 10.96.8.8, ports: [{port: 80}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: kubernetes, namespace: default},
+   spec: {clusterIP: "fd00::1", ports: [{name: https, port: 6443}]}}
+"""
+
+
+def test_convert_service_variables_as_the_virtual_kubelet(tmp_path):
+    """FromServices and getServiceEnvVarMap: default/kubernetes always, the
+    pod's namespace's Services only with enableServiceLinks, headless and
+    other namespaces' never; $(VAR) sees them; the container's own win."""
+    svc = tmp_path / "svc.yaml"
+    svc.write_text(SERVICES)
+    pod = tmp_path / "pod.yaml"
+    text = open(os.path.join(EXAMPLES, "command-demo.yaml")).read()
+    text = text.replace('    args: ["HOSTNAME", "KUBERNETES_PORT"]\n',
+                        '    args: ["HOSTNAME", "KUBERNETES_PORT"]\n'
+                        '    env:\n'
+                        '    - {name: DB, value: "$(MY_DB_SERVICE_HOST):$(MY_DB_SERVICE_PORT)"}\n'
+                        '    - {name: MY_DB_PORT, value: mine}\n')
+    pod.write_text(text)
+
+    def env(*args: str) -> dict:
+        out = json.loads(cellctl("convert", str(pod), *args).stdout)
+        return {e["name"]: e["value"] for e in out["spec"]["units"][0]["env"]}
+
+    e = env("-f", str(svc), "--kubernetes-service", "10.96.0.1:443")
+    assert e["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"  # the flag beats -f
+    assert e["KUBERNETES_SERVICE_PORT"] == e["KUBERNETES_SERVICE_PORT_HTTPS"] == "443"
+    assert e["KUBERNETES_PORT"] == e["KUBERNETES_PORT_443_TCP"] == "tcp://10.96.0.1:443"
+    assert (e["KUBERNETES_PORT_443_TCP_PROTO"], e["KUBERNETES_PORT_443_TCP_PORT"],
+            e["KUBERNETES_PORT_443_TCP_ADDR"]) == ("tcp", "443", "10.96.0.1")
+    assert e["MY_DB_SERVICE_HOST"] == "10.96.7.7" and e["MY_DB_SERVICE_PORT"] == "5432"
+    assert e["MY_DB_SERVICE_PORT_PG_MAIN"] == "5432"
+    assert e["MY_DB_SERVICE_PORT_METRICS"] == "9187"
+    assert e["MY_DB_PORT_9187_UDP"] == "udp://10.96.7.7:9187"
+    assert e["MY_DB_PORT"] == "mine" and e["DB"] == "10.96.7.7:5432"
+    assert not [k for k in e if k.startswith(("HEADLESS_", "OTHER_"))]
+    # enableServiceLinks: false keeps only the master service's.
+    pod.write_text(text.replace("spec:\n", "spec:\n  enableServiceLinks: false\n", 1))
+    e = env("-f", str(svc))
+    assert e["KUBERNETES_PORT"] == "tcp://[fd00::1]:6443"
+    assert not [k for k in e if k.startswith("MY_DB_SERVICE")]
+    assert e["DB"] == "$(MY_DB_SERVICE_HOST):$(MY_DB_SERVICE_PORT)"
+    # Without any Service, no variables (and no guessed address).
+    assert not [k for k in env() if k.startswith("KUBERNETES")]
+    r = cellctl("convert", str(pod), "--kubernetes-service", "[fd00::1", check=None)
+    assert r.returncode != 0 and "bad address" in r.stderr
 
 
 def test_run_reports_failure_reasons_and_literals(cell, image, tmp_path, registry):

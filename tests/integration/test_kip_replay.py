@@ -189,10 +189,11 @@ def test_kip_pod_runs_as_under_itzo(cell, app_image):
     assert st["PodIP"] == primary_ip()  # no PodIP sent: the cell's own
     assert st["ResourceUsage"]
 
-    # Volumes: content and mode inside the container.
+    # Volumes: content and mode inside the container (stat -L: a package's
+    # top-level names are links into its ..data, as under the kubelet).
     got = sh_in(c, "app", "for f in /cfg/conf/app.conf /cfg/mode /sec/pw /proj/user "
                 "/proj/app.conf /work/init-done; do "
-                "echo \"$(stat -c %a $f) $f $(cat $f | tr '\\n' '|')\"; done")
+                "echo \"$(stat -L -c %a $f) $f $(cat $f | tr '\\n' '|')\"; done")
     assert got.splitlines() == [
         "440 /cfg/conf/app.conf listen 8080|", "600 /cfg/mode fast|", "400 /sec/pw s3cr3t",
         "444 /proj/user admin|", "444 /proj/app.conf listen 8080|",

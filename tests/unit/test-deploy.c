@@ -268,13 +268,24 @@ static char *slurp(const char *rel)
 	return b.data;
 }
 
+/* "packages/<name>/rest" as it is in the version in force,
+ * "packages/<name>/..data/rest": the top-level names are the layout's
+ * links (agent/pkgswap.c). */
+static void in_data(const char *rel, char *p, size_t sz)
+{
+	const char *slash = strchr(rel + strlen("packages/"), '/');
+
+	snprintf(p, sz, "%s/%.*s/..data%s", dir, (int)(slash - rel), rel,
+		 slash);
+}
+
 static const char *link_of(const char *rel)
 {
 	static char t[256];
 	char p[512];
 	ssize_t n;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	in_data(rel, p, sizeof(p));
 	n = readlink(p, t, sizeof(t) - 1);
 	t[n > 0 ? n : 0] = '\0';
 	return n > 0 ? t : "(none)";
@@ -285,7 +296,7 @@ static mode_t mode_of(const char *rel)
 	struct stat st;
 	char p[512];
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	in_data(rel, p, sizeof(p));
 	return lstat(p, &st) == 0 ? st.st_mode : 0;
 }
 
@@ -555,6 +566,67 @@ static void test_replace(void)
 	ok(no_leftovers(), "no temporary directories");
 }
 
+/* A unit has packages/<name>/ bind-mounted: it holds that directory, so a
+ * redeploy must change what is inside it, never replace it. A directory
+ * fd stands for the mount here; tests/integration (test_agent_pod.py)
+ * does it with a real unit. */
+static void test_swap_in_place(void)
+{
+	static const struct ent v1[] = {{F, "ROOTFS/a", "one\n", 0},
+					{F, "ROOTFS/d/f", "v1\n", 0}};
+	static const struct ent v2[] = {{F, "ROOTFS/b", "two\n", 0},
+					{F, "ROOTFS/d/f", "v2\n", 0},
+					{F, "ROOTFS/..data", "mine\n", 0}};
+	struct cerr e = {0};
+	char p[512], got[8] = "";
+	int held, f;
+	size_t versions = 0;
+	DIR *d;
+	struct dirent *de;
+
+	ok(deploy_ents("live", v1, 2, &e) == 0, "v1 deployed");
+	snprintf(p, sizeof(p), "%s/packages/live", dir);
+	held = open(p, O_RDONLY | O_DIRECTORY);
+	ok(deploy_ents("live", v2, 3, &e) == 0, "v2 deployed (%s)", e.msg);
+	f = openat(held, "d/f", O_RDONLY);
+	ok(f >= 0 && read(f, got, 3) == 3 && !strncmp(got, "v2\n", 3),
+	   "the held directory reads v2");
+	if (f >= 0)
+		close(f);
+	ok(faccessat(held, "a", F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+	       faccessat(held, "b", F_OK, 0) == 0,
+	   "a name gone is gone, a new name is there");
+	{
+		char *s = slurp("packages/live/..data/..data");
+		is_str(s, "mine\n",
+		       "a package's own ..data stays in its "
+		       "version, the layout's link is not it");
+		free(s);
+	}
+	d = fdopendir(dup(held));
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] == '.' && de->d_name[1] == '.' &&
+		    de->d_name[2] && strcmp(de->d_name, "..data"))
+			versions++;
+	if (d)
+		closedir(d);
+	ok(versions == 1, "one version left (%zu)", versions);
+	close(held);
+	/* A directory of the old layout (a real tree) is converted. */
+	snprintf(p, sizeof(p), "%s/packages/old/d", dir);
+	fs_mkdir_p(p, 0755, &e);
+	snprintf(p, sizeof(p), "%s/packages/old/a", dir);
+	close(open(p, O_WRONLY | O_CREAT, 0644));
+	ok(deploy_ents("old", v2, 3, &e) == 0 && !exists("packages/old/a") &&
+	       exists("packages/old/b"),
+	   "an old-layout directory is converted (%s)", e.msg);
+	{
+		char *s = slurp("packages/old/d/f");
+		is_str(s, "v2\n", "and reads the new version");
+		free(s);
+	}
+}
+
 static void test_names_cleanup(void)
 {
 	static const char *const good[] = {"resolvconf", "etchosts",
@@ -591,6 +663,7 @@ int main(void)
 	test_hostile();
 	test_links_inside();
 	test_replace();
+	test_swap_in_place();
 	test_names_cleanup();
 	close(pkgfd);
 	fs_rm_rf(dir, &e);

@@ -329,8 +329,10 @@ static void test_defaults(void)
 	u = p.units;
 	ok(p.restart_policy == RESTART_ALWAYS, "restartPolicy default Always");
 	ok(p.termination_grace_s == 30, "terminationGracePeriodSeconds 30");
-	ok(p.ns_network == NS_POD && p.ns_pid == NS_POD && p.ns_ipc == NS_POD,
-	   "no securityContext: every namespace is the pod's (Go zero)");
+	ok(p.ns_network == NS_POD && p.ns_pid == NS_CONTAINER &&
+	       p.ns_ipc == NS_CONTAINER,
+	   "no securityContext: the pod's network, each unit its own PID and "
+	   "IPC namespace (the v1 PodSpec's default)");
 	ok(!p.has_run_as_user && !p.n_supplemental_groups && !p.pod_name &&
 	       !p.n_annotations && !p.n_volumes && !p.n_init_units,
 	   "everything else absent");
@@ -1561,10 +1563,41 @@ static void test_status_from_pod(void)
 	pod_spec_free(&p);
 }
 
+/* namespaceOptions with the CRI's meanings (agent/podns.c): absent, each
+ * unit its own PID and IPC namespace; present, a key left out is POD (0,
+ * Go's zero: Kip's omitempty drops it). */
+static void test_namespace_options(void)
+{
+	static const char *const docs[] = {
+	    "{\"spec\":{\"securityContext\":{\"namespaceOptions\":null}}}",
+	    "{\"spec\":{\"securityContext\":{\"namespaceOptions\":"
+	    "{\"network\":2}}}}",
+	    "{\"spec\":{\"securityContext\":{\"namespaceOptions\":"
+	    "{\"pid\":2,\"ipc\":2}}}}",
+	};
+	static const enum ns_mode want[][3] = {
+	    {NS_POD, NS_CONTAINER, NS_CONTAINER},
+	    {NS_NODE, NS_POD, NS_POD},
+	    {NS_POD, NS_NODE, NS_NODE},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+		struct pod_spec p;
+		struct cerr e = {0};
+
+		ok(parse(docs[i], &p, &e) == 0 && p.ns_network == want[i][0] &&
+		       p.ns_pid == want[i][1] && p.ns_ipc == want[i][2],
+		   "namespaceOptions %zu: %d %d %d (%s)", i, p.ns_network,
+		   p.ns_pid, p.ns_ipc, e.msg);
+		pod_spec_free(&p);
+	}
+}
+
 int main(void)
 {
 	test_kip_pod();
 	test_defaults();
+	test_namespace_options();
 	test_quantities();
 	test_size_limits();
 	test_probe_ports();
