@@ -39,6 +39,7 @@ struct layer_job {
 
 struct fetch {
 	const struct cache *cache;
+	const struct shared *shared; /* second tier, or NULL */
 	struct registry *reg;
 	bool validate;
 	int n_layers;
