@@ -26,6 +26,7 @@ struct pullproc {
 	char *error; /* the helper's error line's message */
 	int error_code;
 	char *last; /* its last line that was not JSON (a log line) */
+	char *warning; /* its last {"event":"warning"} line's message */
 };
 
 /* <dir of this executable>/name, or name when that cannot be read. */

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "podrun.h"
 #include "pull-internal.h"
+#include "imagecache.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "sup-internal.h"
@@ -115,6 +116,10 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	argv[n++] = config;
 	argv[n++] = "--progress";
 	argv[n++] = "json";
+	if (imagecache_dir()) {
+		argv[n++] = "--shared-cache";
+		argv[n++] = imagecache_dir();
+	}
 	for (size_t i = 0; s->insecure && s->insecure[i] && i < 32; i++) {
 		argv[n++] = "--insecure-registry";
 		argv[n++] = s->insecure[i];
@@ -536,6 +541,7 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 				     .mount_at = root,
 				     .upper_dir = upper,
 				     .save_config = config,
+				     .shared_cache = imagecache_dir(),
 				     .no_wait = true};
 	struct cerr e = {0}, ignore = {0};
 
@@ -577,10 +583,28 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	return 0;
 }
 
+/* What the puller warned of (the shared cache's stale tag used while the
+ * registry was down): in the agent's log, and in the running unit's
+ * status as its message, which Kip shows with the pod. */
+static void pull_warning(struct unit_rec *u, const char *warning)
+{
+	struct cerr e = {0};
+
+	if (!warning)
+		return;
+	log_warn("unit %s: %s", u->name, warning);
+	if (u->state.kind != STATE_RUNNING)
+		return;
+	free(u->state.message);
+	u->state.message = xstrdup(warning);
+	record_save(u, &e);
+}
+
 /* An event on one of the unit's pull's descriptors (fd). */
 void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
+	cleanup_free char *warning = NULL;
 	struct cerr e = {0};
 	int r;
 
@@ -595,6 +619,8 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 	}
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->pidfd, NULL);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
+	pullproc_drain(u->pull);
+	warning = u->pull->warning ? xstrdup(u->pull->warning) : NULL;
 	r = pullproc_finish(u->pull, &e);
 	free(u->pull);
 	u->pull = NULL;
@@ -604,6 +630,7 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 		return;
 	}
 	start_pulled(s, u, run);
+	pull_warning(u, warning);
 }
 
 /* The termination message: what the unit wrote to its

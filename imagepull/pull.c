@@ -753,8 +753,8 @@ static void fill_result(struct pull *p, struct pull_result *res)
 		    !p->layers[i].needed || p->layers[i].blob->cached;
 }
 
-int pull_image(const struct pull_opts *o, struct pull_result *res,
-	       struct cerr *e)
+static int pull_once(const struct pull_opts *o, struct pull_result *res,
+		     struct cerr *e)
 {
 	struct pull p = {.o = o, .target_fd = -1, .sh = {.fd = -1}};
 	int ret = -1;
@@ -801,6 +801,33 @@ out:
 	ref_free(&p.ref);
 	free(p.index_digest);
 	return ret;
+}
+
+/* A blob of the share that fails its check (it is read in place, for a
+ * flattened rootfs or a layer the share has packed only) fails the pull
+ * midway: the pull runs again without the share, from the registry. */
+int pull_image(const struct pull_opts *o, struct pull_result *res,
+	       struct cerr *e)
+{
+	struct pull_opts again;
+	cleanup_free char *msg = NULL;
+
+	if (pull_once(o, res, e) == 0)
+		return 0;
+	if (!o->shared_cache || o->populate || e->code != EBADMSG)
+		return -1;
+	msg = xasprintf("shared cache: %s; pulling again from the registry",
+			e->msg);
+	log_warn("%s", msg);
+	if (o->progress) {
+		struct pull_event ev = {
+		    .kind = PULL_EV_WARNING, .layer = -1, .message = msg};
+		o->progress(&ev, o->progress_arg);
+	}
+	again = *o;
+	again.shared_cache = NULL;
+	cerr_clear(e);
+	return pull_once(&again, res, e);
 }
 
 void pull_result_free(struct pull_result *r)
