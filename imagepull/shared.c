@@ -37,12 +37,26 @@ static int walk_open(int dirfd, const char *rel, int flags, struct cerr *e)
 		int f = next ? O_RDONLY | O_DIRECTORY : flags;
 		int nfd = openat(fd, comp, f | O_NOFOLLOW | O_CLOEXEC);
 
+		if (nfd < 0) {
+			int err = errno;
+			struct stat st;
+			bool link = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) ==
+					0 &&
+				    S_ISLNK(st.st_mode);
+
+			if (fd != dirfd)
+				close(fd);
+			/* A link where ours has a directory or a file: never
+			 * followed (O_NOFOLLOW says ELOOP or ENOTDIR). */
+			if (link)
+				return cerr_set(e, EINVAL,
+						"%s: %s is a symlink; not "
+						"followed",
+						rel, comp);
+			return cerr_set(e, err, "%s: %s", rel, strerror(err));
+		}
 		if (fd != dirfd)
 			close(fd);
-		if (nfd < 0)
-			return cerr_set(e, errno == ELOOP ? EINVAL : errno,
-					"%s: %s%s", rel, strerror(errno),
-					errno == ELOOP ? " (a symlink)" : "");
 		fd = nfd;
 		comp = next;
 	}
