@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
 #include "procspawn.h"
@@ -60,6 +61,26 @@ char **imagecache_mount_argv(const struct imagecache_opts *o)
 	return v;
 }
 
+/* Is dir a mount point? By /proc/self/mountinfo: a bind mount (the tests'
+ * stand-in for NFS) has its parent's device number. */
+static bool mounted(const char *dir)
+{
+	cleanup_free char *abs = realpath(dir, NULL);
+	cleanup_free char *parent = NULL;
+	char **v;
+	bool found = false;
+
+	if (!abs)
+		return false;
+	parent = xstrdup(abs);
+	*strrchr(parent, '/') = '\0';
+	v = fs_mounts_beneath(parent);
+	for (size_t i = 0; v && v[i] && !found; i++)
+		found = !strcmp(v[i], abs);
+	strv_free(v);
+	return found;
+}
+
 struct mounter {
 	struct imagecache_opts o;
 	char *dir;
@@ -87,7 +108,7 @@ static bool try_mount(struct mounter *m, int attempt)
 		rc = -1;
 	else
 		rc = spawn_run(argv, &out, MOUNT_TIMEOUT_S, &e);
-	if (rc == 0 && fs_is_mountpoint(m->dir)) {
+	if (rc == 0 && mounted(m->dir)) {
 		log_info("image cache: %s mounted read-only on %s", m->o.endpoint,
 			 m->dir);
 	} else {
@@ -118,7 +139,7 @@ static void *mount_main(void *arg)
 
 	for (int attempt = 1;; attempt++) {
 		/* An agent restarted (or upgraded) finds it mounted. */
-		if (fs_is_mountpoint(m->dir) || try_mount(m, attempt))
+		if (mounted(m->dir) || try_mount(m, attempt))
 			break;
 		sleep_ms(delay);
 		delay = delay > RETRY_MAX_MS / 2 ? RETRY_MAX_MS : 2 * delay;
