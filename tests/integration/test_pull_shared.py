@@ -341,3 +341,38 @@ def test_an_unpopulated_share_is_a_warning(registry, run_pull, tmp_path, mounts)
                               str(tmp_path / "w"), str(empty))
     assert rc == 0, err
     assert any("not populated" in w for w in warnings(out)), out
+
+
+def test_the_example_cronjob_populates_from_its_configmap(registry, cell_pull, tmp_path):
+    """examples/image-cache-cronjob.yaml: its script, run as the job would,
+    with its ConfigMap's list pointed at the test registry."""
+    import yaml
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    docs = list(yaml.safe_load_all(open(os.path.join(root, "examples",
+                                                     "image-cache-cronjob.yaml"))))
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    job = next(d for d in docs if d["kind"] == "CronJob")
+    ctr = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert {m["mountPath"] for m in ctr["volumeMounts"]} >= {"/cache", "/config"}
+    refs = [line for line in cm["data"]["images"].splitlines() if line.strip()]
+    for i, _ in enumerate(refs):
+        push(registry, f"t/ex{i}", "v1", Image([busybox_layer(), Layer([File(f"f{i}", "x")])],
+                                               config={"Cmd": ["/bin/sh"]}))
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "images").write_text("# pods' images\n\n" + "".join(
+        registry.ref(f"t/ex{i}", "v1") + "\n" for i in range(len(refs))))
+    cache = tmp_path / "cache"
+    script = ctr["args"][0].replace("/usr/local/bin/cell-pull",
+                                    f"{cell_pull} --insecure-registry {registry.host}")
+    script = script.replace("/cache", str(cache)).replace("/config", str(config))
+    p = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
+                       timeout=DEFAULT_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    for i in range(len(refs)):
+        assert registry.ref(f"t/ex{i}", "v1") in p.stdout
+    assert (cache / SHARE_MARKER).exists()
+    assert len(os.listdir(cache / "tags")) == len(refs)
+
+
+SHARE_MARKER = "cell-shared-cache"
