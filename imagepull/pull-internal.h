@@ -246,6 +246,11 @@ int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
 struct share_layer_rec {
 	char *diff_id;
 	char *blob; /* the compressed blob it was unpacked from, or NULL */
+	/* Probes (NULL: none): an opaque directory and a whiteout of the
+	 * layer ("." is its root). A share that lost them (NFS keeps no
+	 * trusted.* xattrs; some servers no device nodes) would show a lower
+	 * layer's files: a cell checks them before using the layer. */
+	char *opaque, *whiteout;
 };
 int share_layer_rec_parse(const char *buf, size_t len,
 			  struct share_layer_rec *out, struct cerr *e);
@@ -289,5 +294,8 @@ int shared_find_tag(const struct shared *s, const char *ref,
 		    struct cerr *e);
 /* "os/arch[/variant]" */
 char *platform_string(const struct platform *p);
+/* The populator's probes of a layer it unpacked (its own tree): the first
+ * opaque directory and whiteout found, or NULL. */
+void shared_find_probes(int rootfd, char **opaque, char **whiteout);
 
 #endif

@@ -349,7 +349,10 @@ static int shared_layer(struct pull *p, struct layer_job *l, struct cerr *e)
 		return cerr_sys(e, "open %s/%s", c->root, diff);
 	if (layer_unpack(&p->f, l, root, UNPACK_OVERLAY, e) < 0)
 		goto fail;
+	shared_find_probes(root, &rec.opaque, &rec.whiteout);
 	text = share_layer_rec_format(&rec);
+	free(rec.opaque);
+	free(rec.whiteout);
 	fd = openat(c->fd, done, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0 || fs_write_all(fd, text, strlen(text)) < 0 ||
 	    fsync(fd) < 0) {

@@ -15,7 +15,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -134,6 +136,100 @@ static char *digest_rel(const char *dir, const char *digest)
 	return s;
 }
 
+#define OPAQUE_XATTR "trusted.overlay.opaque"
+
+/* Did the share keep what the populator wrote: the opaque xattr, the 0/0
+ * character device of a whiteout? */
+static int check_probes(int diff, const struct share_layer_rec *rec,
+			struct cerr *e)
+{
+	struct stat st;
+	char v[2] = "";
+	int fd;
+
+	if (rec->opaque) {
+		fd = strcmp(rec->opaque, ".")
+			 ? walk_open(diff, rec->opaque, O_RDONLY | O_DIRECTORY,
+				     e)
+			 : dup(diff);
+		if (fd < 0)
+			return cerr_prefix(e, "opaque probe");
+		if (fgetxattr(fd, OPAQUE_XATTR, v, sizeof(v)) != 1 ||
+		    v[0] != 'y') {
+			close(fd);
+			return cerr_set(e, EOPNOTSUPP,
+					"%s lost its opaque mark (a share "
+					"without trusted.* xattrs, as NFS)",
+					rec->opaque);
+		}
+		close(fd);
+	}
+	if (rec->whiteout) {
+		if (fstatat(diff, rec->whiteout, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISCHR(st.st_mode) || st.st_rdev != 0)
+			return cerr_set(e, EOPNOTSUPP,
+					"whiteout %s is not a 0/0 device on "
+					"the share",
+					rec->whiteout);
+	}
+	return 0;
+}
+
+/* The populator's side: walk its own freshly unpacked tree (depth
+ * bounded) for the first opaque directory and whiteout. */
+static void probe_walk(int dirfd, const char *rel, int depth, char **opaque,
+		       char **whiteout)
+{
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)) && (!*opaque || !*whiteout)) {
+		cleanup_free char *p = NULL;
+		struct stat st;
+		char v[2] = "";
+		int sub;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		p = *rel ? xasprintf("%s/%s", rel, de->d_name)
+			 : xstrdup(de->d_name);
+		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISCHR(st.st_mode) && st.st_rdev == 0 && !*whiteout) {
+			*whiteout = steal_ptr(&p);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode) || depth > 64)
+			continue;
+		sub = openat(dirfd, de->d_name,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue;
+		if (!*opaque && fgetxattr(sub, OPAQUE_XATTR, v, sizeof(v)) == 1 &&
+		    v[0] == 'y')
+			*opaque = xstrdup(p);
+		probe_walk(sub, p, depth + 1, opaque, whiteout);
+		close(sub);
+	}
+	closedir(d);
+}
+
+void shared_find_probes(int rootfd, char **opaque, char **whiteout)
+{
+	char v[2] = "";
+
+	*opaque = *whiteout = NULL;
+	if (fgetxattr(rootfd, OPAQUE_XATTR, v, sizeof(v)) == 1 && v[0] == 'y')
+		*opaque = xstrdup(".");
+	probe_walk(rootfd, "", 0, opaque, whiteout);
+}
+
 int shared_layer_open(const struct shared *s, const char *diff_id,
 		      struct cerr *e)
 {
@@ -167,8 +263,12 @@ int shared_layer_open(const struct shared *s, const char *diff_id,
 		share_layer_rec_free(&rec);
 		return -1;
 	}
-	share_layer_rec_free(&rec);
 	fd = walk_open(dir, "diff", O_RDONLY | O_DIRECTORY, e);
+	if (fd >= 0 && check_probes(fd, &rec, e) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	share_layer_rec_free(&rec);
 	if (fd < 0)
 		return cerr_prefix(e, "%s", rel);
 	return fd;

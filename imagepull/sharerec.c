@@ -22,6 +22,31 @@ static bool digest_ok(const char *d)
 	return d && digest_validate(d, &ignore) == 0;
 }
 
+/* A probe path inside a layer: relative, no "." or ".." components but
+ * "." alone (the layer's root), bounded. */
+static bool probe_ok(const char *p)
+{
+	const char *c = p;
+
+	if (!p || !*p || strlen(p) > 4096 || p[0] == '/')
+		return false;
+	if (!strcmp(p, "."))
+		return true;
+	while (*c) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 0 || (n == 1 && c[0] == '.') ||
+		    (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		c += n;
+		if (*c == '/')
+			c++;
+		if (!*c && c[-1] == '/')
+			return false;
+	}
+	return true;
+}
+
 static json_t *parse_versioned(const char *buf, size_t len, const char *what,
 			       struct cerr *e)
 {
@@ -48,7 +73,7 @@ int share_layer_rec_parse(const char *buf, size_t len,
 			  struct share_layer_rec *out, struct cerr *e)
 {
 	cleanup_json json_t *j = NULL;
-	const char *diff, *blob;
+	const char *diff, *blob, *opq, *wh;
 
 	memset(out, 0, sizeof(*out));
 	j = parse_versioned(buf, len, "completion record", e);
@@ -56,6 +81,10 @@ int share_layer_rec_parse(const char *buf, size_t len,
 		return -1;
 	diff = jstr(j, "diff_id");
 	blob = jstr(j, "blob");
+	opq = jstr(j, "opaque");
+	wh = jstr(j, "whiteout");
+	if ((opq && !probe_ok(opq)) || (wh && !probe_ok(wh)))
+		return cerr_set(e, EINVAL, "completion record: bad probe path");
 	if (!digest_ok(diff))
 		return cerr_set(e, EINVAL,
 				"completion record: no valid diff_id");
@@ -63,6 +92,8 @@ int share_layer_rec_parse(const char *buf, size_t len,
 		return cerr_set(e, EINVAL, "completion record: bad blob");
 	out->diff_id = xstrdup(diff);
 	out->blob = blob ? xstrdup(blob) : NULL;
+	out->opaque = opq ? xstrdup(opq) : NULL;
+	out->whiteout = wh ? xstrdup(wh) : NULL;
 	return 0;
 }
 
@@ -70,6 +101,8 @@ void share_layer_rec_free(struct share_layer_rec *r)
 {
 	free(r->diff_id);
 	free(r->blob);
+	free(r->opaque);
+	free(r->whiteout);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -82,6 +115,10 @@ char *share_layer_rec_format(const struct share_layer_rec *r)
 		abort();
 	if (r->blob)
 		json_object_set_new(j, "blob", json_string(r->blob));
+	if (r->opaque)
+		json_object_set_new(j, "opaque", json_string(r->opaque));
+	if (r->whiteout)
+		json_object_set_new(j, "whiteout", json_string(r->whiteout));
 	return json_dumps(j, JSON_COMPACT);
 }
 

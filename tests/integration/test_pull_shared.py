@@ -376,3 +376,33 @@ def test_the_example_cronjob_populates_from_its_configmap(registry, cell_pull, t
 
 
 SHARE_MARKER = "cell-shared-cache"
+
+
+def test_a_share_that_lost_overlay_metadata_is_not_used(
+        registry, run_pull, share, tmp_path, mounts):
+    """NFS keeps no trusted.* xattrs: a layer whose opaque directory lost
+    its mark would show lower layers' files through it. The populator
+    records a probe; the cell checks it and pulls such a layer itself."""
+    img = rich_image()
+    push(registry, "t/shared", "v1", img)
+    ref = registry.ref("t/shared", "v1")
+    pop = str(tmp_path / "pop")
+    assert populate(run_pull, registry, pop, ref)[0] == 0
+    top = img.layers[2]
+    d = os.path.join(pop, "layers/sha256", top.diff_hex)
+    rec = json.load(open(os.path.join(d, "complete")))
+    assert rec["opaque"] == "data" and rec["whiteout"] == "gone", rec
+    os.removexattr(os.path.join(d, "diff", "data"), "trusted.overlay.opaque")
+    ro = share(pop)
+    cold = str(tmp_path / "cold")
+    mounts.append(cold)
+    assert mount_pull(run_pull, registry, ref, cold, str(tmp_path / "w0"))[0] == 0
+    mp = str(tmp_path / "mp")
+    mounts.append(mp)
+    work = str(tmp_path / "w1")
+    rc, out, err = mount_pull(run_pull, registry, ref, mp, work, ro)
+    assert rc == 0, err
+    assert any("lost its opaque mark" in w for w in warnings(out)), out
+    assert layer_dirs(work) == [top.diff_hex]
+    assert not os.path.exists(os.path.join(mp, "data/a"))
+    assert tree(mp) == tree(cold)
