@@ -109,8 +109,8 @@ static bool try_mount(struct mounter *m, int attempt)
 	else
 		rc = spawn_run(argv, &out, MOUNT_TIMEOUT_S, &e);
 	if (rc == 0 && mounted(m->dir)) {
-		log_info("image cache: %s mounted read-only on %s", m->o.endpoint,
-			 m->dir);
+		log_info("image cache: %s mounted read-only on %s",
+			 m->o.endpoint, m->dir);
 	} else {
 		char *msg = out.len ? xstrndup(out.data, out.len) : NULL;
 

@@ -188,8 +188,7 @@ int cache_put_blob(const struct cache *c, const char *digest, const void *data,
 	cleanup_free char *rel = digest_rel(digest);
 	cleanup_free char *p = cache_path(c, "blobs/%s", rel);
 
-	return fs_write_atomic(p, data, len, c->shared_layout ? 0644 : 0600,
-			       e);
+	return fs_write_atomic(p, data, len, c->shared_layout ? 0644 : 0600, e);
 }
 
 bool cache_has_layer(const struct cache *c, const char *diff_id)

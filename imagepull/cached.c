@@ -67,8 +67,8 @@ static bool usable(const struct cache *c, const struct shared *sh,
 	    (sh->fd < 0 || (buf_reset(config),
 			    shared_read_blob(sh, img->config, config, &e)) < 0))
 		ok = false;
-	else if (image_config_parse(config->data ? config->data : "", config->len,
-			       &ic, &e) < 0)
+	else if (image_config_parse(config->data ? config->data : "",
+				    config->len, &ic, &e) < 0)
 		ok = false;
 	else
 		ok = true;

@@ -194,7 +194,8 @@ static void sweep_tag_temps(const struct cache *c, struct pull_gc_stats *st)
 	struct dirent *de;
 
 	while (d && (de = readdir(d)))
-		if (de->d_name[0] != '.' && !str_has_suffix(de->d_name, ".json") &&
+		if (de->d_name[0] != '.' &&
+		    !str_has_suffix(de->d_name, ".json") &&
 		    unlinkat(fd, de->d_name, 0) == 0)
 			st->removed_files++;
 }

@@ -310,9 +310,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
 		return usage_error("%s", "several --image need --populate");
 	if (c->o.populate &&
 	    (c->o.extract_to || c->o.mount_at || c->o.shared_cache))
-		return usage_error("%s",
-				   "--populate takes no --extract-to, "
-				   "--mount or --shared-cache");
+		return usage_error("%s", "--populate takes no --extract-to, "
+					 "--mount or --shared-cache");
 	if (c->o.extract_to && c->o.mount_at)
 		return usage_error("%s",
 				   "--extract-to and --mount exclude each "

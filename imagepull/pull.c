@@ -49,7 +49,7 @@ struct pull {
 /* ---- warnings the user should see (the agent shows them) ---- */
 
 __attribute__((format(printf, 2, 3))) static void warn(struct pull *p,
-						      const char *fmt, ...)
+						       const char *fmt, ...)
 {
 	cleanup_free char *msg = NULL;
 	va_list ap;
@@ -439,8 +439,8 @@ static void *layer_worker(void *arg)
 		pthread_mutex_unlock(&p->f.mu);
 		if (!l)
 			return NULL;
-		r = p->flat ? layer_unpack(&p->f, l, p->target_fd, UNPACK_FLAT,
-					   &e)
+		r = p->flat
+			? layer_unpack(&p->f, l, p->target_fd, UNPACK_FLAT, &e)
 		    : p->cache.shared_layout ? shared_layer(p, l, &e)
 					     : overlay_layer(p, l, &e);
 		if (r < 0) {

@@ -34,7 +34,7 @@ struct registry {
 	bool plain_http;
 	bool http_fallback; /* loopback: plain HTTP if TLS is not spoken */
 	int retries;
-	bool unreachable; /* the last failure had no HTTP answer, or a 5xx */
+	bool unreachable;    /* the last failure had no HTTP answer, or a 5xx */
 	long max_recv_speed; /* test seam: CELL_PULL_MAX_RECV_SPEED */
 	long retry_base_ms;  /* test seam: CELL_PULL_RETRY_BASE_MS */
 	CURLSH *share;

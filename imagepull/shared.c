@@ -42,9 +42,9 @@ static int walk_open(int dirfd, const char *rel, int flags, struct cerr *e)
 		if (nfd < 0) {
 			int err = errno;
 			struct stat st;
-			bool link = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) ==
-					0 &&
-				    S_ISLNK(st.st_mode);
+			bool link =
+			    fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode);
 
 			if (fd != dirfd)
 				close(fd);
@@ -71,8 +71,7 @@ static int walk_open(int dirfd, const char *rel, int flags, struct cerr *e)
 static int read_small(int dirfd, const char *rel, struct buf *out,
 		      struct cerr *e)
 {
-	cleanup_close int fd =
-	    walk_open(dirfd, rel, O_RDONLY | O_NONBLOCK, e);
+	cleanup_close int fd = walk_open(dirfd, rel, O_RDONLY | O_NONBLOCK, e);
 	struct stat st;
 
 	if (fd < 0)
@@ -100,11 +99,11 @@ int shared_open(const char *dir, struct shared *s, struct cerr *e)
 		return cerr_sys(e, "shared cache %s", dir);
 	buf_init(&b, 256);
 	r = read_small(s->fd, SHARE_MARKER, &b, e);
-	if (r == 0 && (b.len < strlen(SHARE_MARKER_TEXT) ||
-		       memcmp(b.data, SHARE_MARKER_TEXT,
-			      strlen(SHARE_MARKER_TEXT)) != 0))
-		r = cerr_set(e, EINVAL, "%s does not say \"%s\"",
-			     SHARE_MARKER, SHARE_MARKER_TEXT);
+	if (r == 0 &&
+	    (b.len < strlen(SHARE_MARKER_TEXT) ||
+	     memcmp(b.data, SHARE_MARKER_TEXT, strlen(SHARE_MARKER_TEXT)) != 0))
+		r = cerr_set(e, EINVAL, "%s does not say \"%s\"", SHARE_MARKER,
+			     SHARE_MARKER_TEXT);
 	buf_free(&b);
 	if (r < 0) {
 		close(s->fd);
@@ -165,7 +164,8 @@ static int check_probes(int diff, const struct share_layer_rec *rec,
 		close(fd);
 	}
 	if (rec->whiteout) {
-		if (fstatat(diff, rec->whiteout, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		if (fstatat(diff, rec->whiteout, &st, AT_SYMLINK_NOFOLLOW) <
+			0 ||
 		    !S_ISCHR(st.st_mode) || st.st_rdev != 0)
 			return cerr_set(e, EOPNOTSUPP,
 					"whiteout %s is not a 0/0 device on "
@@ -211,7 +211,8 @@ static void probe_walk(int dirfd, const char *rel, int depth, char **opaque,
 			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub < 0)
 			continue;
-		if (!*opaque && fgetxattr(sub, OPAQUE_XATTR, v, sizeof(v)) == 1 &&
+		if (!*opaque &&
+		    fgetxattr(sub, OPAQUE_XATTR, v, sizeof(v)) == 1 &&
 		    v[0] == 'y')
 			*opaque = xstrdup(p);
 		probe_walk(sub, p, depth + 1, opaque, whiteout);
@@ -258,8 +259,8 @@ int shared_layer_open(const struct shared *s, const char *diff_id,
 	}
 	r = strcmp(rec.diff_id, diff_id);
 	if (r != 0) {
-		cerr_set(e, EBADMSG, "%s: its completion record names %s",
-			 rel, rec.diff_id);
+		cerr_set(e, EBADMSG, "%s: its completion record names %s", rel,
+			 rec.diff_id);
 		share_layer_rec_free(&rec);
 		return -1;
 	}
@@ -288,8 +289,8 @@ int shared_read_blob(const struct shared *s, const char *digest,
 		0)
 		return -1;
 	if (strcmp(got, digest) != 0)
-		return cerr_set(e, EBADMSG, "%s is corrupt (hashes to %s)",
-				rel, got);
+		return cerr_set(e, EBADMSG, "%s is corrupt (hashes to %s)", rel,
+				got);
 	return 0;
 }
 
@@ -330,7 +331,8 @@ int shared_find_tag(const struct shared *s, const char *ref,
 	if (r == 0)
 		r = share_tag_rec_parse(b.data, b.len, rec, e);
 	buf_free(&b);
-	if (r == 0 && (strcmp(rec->ref, ref) || strcmp(rec->platform, platform)))
+	if (r == 0 &&
+	    (strcmp(rec->ref, ref) || strcmp(rec->platform, platform)))
 		r = cerr_set(e, EINVAL, "%s is the record of %s (%s)", rel,
 			     rec->ref, rec->platform);
 	if (r < 0) {

@@ -37,8 +37,8 @@ static void layer(const char *buf, size_t size)
 		check_digest(r.blob);
 	text = share_layer_rec_format(&r);
 	if (share_layer_rec_parse(text, strlen(text), &again, &e) < 0 ||
-	    strcmp(again.diff_id, r.diff_id) ||
-	    (!r.blob != !again.blob) || (r.blob && strcmp(r.blob, again.blob)))
+	    strcmp(again.diff_id, r.diff_id) || (!r.blob != !again.blob) ||
+	    (r.blob && strcmp(r.blob, again.blob)))
 		abort();
 	free(text);
 	share_layer_rec_free(&again);
