@@ -1729,8 +1729,8 @@ static json_t *state_json(const struct unit_state *st)
 		return o;
 	case STATE_RUNNING:
 		jset(in, "startedAt", jtime(st->started_at_ns));
-		if (st->message) /* a warning of its start (docs/agent-wire.md)
-				  */
+		/* A warning of its start (docs/agent-wire.md). */
+		if (st->message)
 			jset(in, "message", jstring(st->message));
 		jset(o, "running", in);
 		return o;
