@@ -533,6 +533,10 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 static bool from_cache(struct supervisor *s, struct unit_rec *u,
 		       const char *run)
 {
+	/* Never the shared cache here: a hard NFS mount whose server stops
+	 * answering hangs whoever touches it, and this is the supervisor's
+	 * thread. An image with shared layers goes to the child
+	 * (cell-pull-cached serves it in a few milliseconds). */
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
 	cleanup_free char *config = xasprintf("%s/image-config.json", run);
@@ -541,7 +545,6 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 				     .mount_at = root,
 				     .upper_dir = upper,
 				     .save_config = config,
-				     .shared_cache = imagecache_dir(),
 				     .no_wait = true};
 	struct cerr e = {0}, ignore = {0};
 

@@ -79,6 +79,14 @@ def test_a_pod_starts_from_the_share_without_blobs(tmp_path, registry, populated
         while b"shared" not in c.logs("one") and time.monotonic() < end:
             time.sleep(0.1)
         assert b"shared" in c.logs("one")
+        # A second unit of the image: served by cell-pull-cached from the
+        # local record and the share's layers, not even a manifest GET.
+        mark = registry.mark()
+        c.update_pod(pod_params("ns_pod", units=[
+            sh(ref, "one", "cat /etc/motd; sleep 1000"), sh(ref, "two", "sleep 1000")]))
+        wait_state(c, "two", "running", timeout=60)
+        assert registry.requests(since=mark) == []
+        assert not os.listdir(tmp_path / "agent" / "cache" / "layers" / "sha256")
     finally:
         stop(a, c)
 
