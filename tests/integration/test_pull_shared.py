@@ -406,3 +406,25 @@ def test_a_share_that_lost_overlay_metadata_is_not_used(
     assert layer_dirs(work) == [top.diff_hex]
     assert not os.path.exists(os.path.join(mp, "data/a"))
     assert tree(mp) == tree(cold)
+
+
+def test_a_moved_tag_is_seen_through_the_share(registry, run_pull, share, tmp_path, mounts):
+    """Tags are resolved at the registry: a share populated before the tag
+    moved gives what it still has (the base layer), never the old image."""
+    old = Image([busybox_layer(), Layer([Dir("etc"), File("etc/motd", "old\n")])],
+                config={"Cmd": ["/bin/sh"]})
+    push(registry, "t/moving", "v1", old)
+    ref = registry.ref("t/moving", "v1")
+    pop = str(tmp_path / "pop")
+    assert populate(run_pull, registry, pop, ref)[0] == 0
+    ro = share(pop)
+    new = Image([busybox_layer(), Layer([Dir("etc"), File("etc/motd", "new\n")])],
+                config={"Cmd": ["/bin/sh"]})
+    push(registry, "t/moving", "v1", new)
+    mp = str(tmp_path / "mp")
+    mounts.append(mp)
+    work = str(tmp_path / "w")
+    rc, out, err = mount_pull(run_pull, registry, ref, mp, work, ro)
+    assert rc == 0, err
+    assert open(os.path.join(mp, "etc/motd")).read() == "new\n"
+    assert layer_dirs(work) == [new.layers[1].diff_hex]
