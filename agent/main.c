@@ -21,6 +21,7 @@
 #include "bootrun.h"
 #include "cleanup.h"
 #include "fsutil.h"
+#include "imagecache.h"
 #include "log.h"
 #include "pullproc.h"
 #include "quantity.h"
@@ -48,6 +49,8 @@ struct opts {
 	const char *agent_log, *containers_log_dir;
 	int64_t agent_log_max, container_log_max;
 	int agent_log_files, container_log_files;
+	/* The shared image cache (imagecache.h). */
+	struct imagecache_opts ic;
 };
 
 enum {
@@ -70,7 +73,12 @@ enum {
 	O_AGENT_LOG_FILES,
 	O_CTR_LOG_MAX,
 	O_CTR_LOG_FILES,
-	O_CTR_LOG_DIR
+	O_CTR_LOG_DIR,
+	O_SHARED_CACHE,
+	O_IC_ENDPOINT,
+	O_IC_MOUNT_DIR,
+	O_IC_MOUNT_OPTS,
+	O_IC_MOUNT_CMD,
 };
 
 static const struct option longopts[] = {
@@ -93,6 +101,11 @@ static const struct option longopts[] = {
     {"container-log-max-size", required_argument, NULL, O_CTR_LOG_MAX},
     {"container-log-max-files", required_argument, NULL, O_CTR_LOG_FILES},
     {"containers-log-dir", required_argument, NULL, O_CTR_LOG_DIR},
+    {"shared-image-cache", required_argument, NULL, O_SHARED_CACHE},
+    {"image-cache-endpoint", required_argument, NULL, O_IC_ENDPOINT},
+    {"image-cache-mount-dir", required_argument, NULL, O_IC_MOUNT_DIR},
+    {"image-cache-mount-opts", required_argument, NULL, O_IC_MOUNT_OPTS},
+    {"image-cache-mount-cmd", required_argument, NULL, O_IC_MOUNT_CMD},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
@@ -112,6 +125,13 @@ static void usage(FILE *f)
 	    "  --state-dir DIR          pod state, units, packages\n"
 	    "                           (/var/lib/cell-agent)\n"
 	    "  --image-cache DIR        image layers (/var/lib/cell/images)\n"
+	    "  --shared-image-cache DIR a populated shared cache (read-only\n"
+	    "                           second tier; cell-pull --populate)\n"
+	    "  --image-cache-endpoint HOST:/PATH  NFS export of one, mounted\n"
+	    "                           read-only in the background\n"
+	    "  --image-cache-mount-dir DIR   where (/nfs)\n"
+	    "  --image-cache-mount-opts S    mount(8) words (\"-o ro\")\n"
+	    "  --image-cache-mount-cmd PATH  mount(8) (/bin/mount)\n"
 	    "  --monitor-bin PATH       cell-monitor (next to cell-agent)\n"
 	    "  --pod-memory-reserve Q   the pod may use the instance's memory\n"
 	    "                           minus Q (default 256Mi; off: no cap)\n"
@@ -140,15 +160,28 @@ static void usage(FILE *f)
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
-	    "6421\").\n",
+	    "6421\");\nimageCacheEndpoint, imageCacheMountDir and "
+	    "imageCacheMountOpts set the\nimage-cache-* flags, as Itzo's "
+	    "launcher read them.\n",
 	    f);
 }
 
 /* ---- cell_config.yaml ---- */
 
+/* Kip's cellConfig keys for the image cache (Itzo's launcher read them:
+ * pkg/addons/nfs.go), as the flags of the same meaning. */
+static const char *const cache_keys[][2] = {
+    {"imageCacheEndpoint", "image-cache-endpoint"},
+    {"imageCacheMountDir", "image-cache-mount-dir"},
+    {"imageCacheMountOpts", "image-cache-mount-opts"},
+};
+
 /* The flag a config key names ("itzoFlag-port" → "port"), or NULL. */
 static const char *config_flag(const char *key)
 {
+	for (size_t i = 0; i < ARRAY_SIZE(cache_keys); i++)
+		if (!strcmp(key, cache_keys[i][0]))
+			return cache_keys[i][1];
 	if (strncmp(key, "itzoFlag", 8) != 0)
 		return NULL;
 	key += 8;
@@ -311,6 +344,21 @@ static int parse_log_arg(int c, struct opts *o)
 				   &o->container_log_files);
 	case O_CTR_LOG_DIR:
 		o->containers_log_dir = optarg;
+		return 0;
+	case O_SHARED_CACHE:
+		o->ic.dir = optarg;
+		return 0;
+	case O_IC_ENDPOINT:
+		o->ic.endpoint = optarg;
+		return 0;
+	case O_IC_MOUNT_DIR:
+		o->ic.mount_dir = optarg;
+		return 0;
+	case O_IC_MOUNT_OPTS:
+		o->ic.mount_opts = optarg;
+		return 0;
+	case O_IC_MOUNT_CMD:
+		o->ic.mount_cmd = optarg;
 		return 0;
 	default:
 		return 1;
@@ -625,6 +673,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		log_warn("%s", e.msg);
 		cerr_clear(&e);
 	}
+	imagecache_start(&o->ic);
 	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 ||
 	    sup_start(&so, &ag.sup, &e) < 0) {
 		log_error("%s", e.msg);

@@ -103,6 +103,9 @@ static void take_line(struct pullproc *p)
 		p->error = jstrdup(j, "message");
 		p->error_code =
 		    (int)json_integer_value(json_object_get(j, "code"));
+	} else if (ev && !strcmp(ev, "warning")) {
+		free(p->warning);
+		p->warning = jstrdup(j, "message");
 	} else if (!j && p->line_len > 0) {
 		free(p->last);
 		p->last = xstrdup(p->line);
@@ -137,7 +140,8 @@ void pullproc_clear(struct pullproc *p)
 {
 	free(p->error);
 	free(p->last);
-	p->error = p->last = NULL;
+	free(p->warning);
+	p->error = p->last = p->warning = NULL;
 	p->line_len = 0;
 }
 

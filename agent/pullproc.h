@@ -26,7 +26,8 @@ struct pullproc {
 	size_t line_len;
 	char *error; /* the helper's error line's message */
 	int error_code;
-	char *last; /* its last line that was not JSON (a log line) */
+	char *last;    /* its last line that was not JSON (a log line) */
+	char *warning; /* its last {"event":"warning"} line's message */
 };
 
 /* <dir of this executable>/name, or name when that cannot be read. */

@@ -20,6 +20,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "podrun.h"
+#include "imagecache.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "sup-internal.h"
@@ -115,9 +116,9 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
 	cleanup_free char *config = xasprintf("%s/image-config.json", run);
-	/* Eighteen: each fixed option below at most once and the NULL; then
+	/* Twenty: each fixed option below at most once and the NULL; then
 	 * a pair per insecure registry. */
-	size_t n = 0, cap = 18 + 2 * strv_len(s->insecure);
+	size_t n = 0, cap = 20 + 2 * strv_len(s->insecure);
 	cleanup_free const char **argv = xcalloc(cap, sizeof(*argv));
 	char keep_free[24];
 	int credfd = -1, rc;
@@ -143,6 +144,10 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 			 (long long)s->o.pull_keep_free_mib);
 		argv[n++] = "--keep-free-mib";
 		argv[n++] = keep_free;
+	}
+	if (imagecache_dir()) {
+		argv[n++] = "--shared-cache";
+		argv[n++] = imagecache_dir();
 	}
 	for (size_t i = 0; s->insecure && s->insecure[i]; i++) {
 		argv[n++] = "--insecure-registry";
@@ -587,6 +592,10 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 static bool from_cache(struct supervisor *s, struct unit_rec *u,
 		       const char *run)
 {
+	/* Never the shared cache here: a hard NFS mount whose server stops
+	 * answering hangs whoever touches it, and this is the supervisor's
+	 * thread. An image with shared layers goes to the child
+	 * (cell-pull-cached serves it in a few milliseconds). */
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
 	cleanup_free char *config = xasprintf("%s/image-config.json", run);
@@ -637,10 +646,28 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	return 0;
 }
 
+/* What the puller warned of (the shared cache's stale tag used while the
+ * registry was down): in the agent's log, and in the running unit's
+ * status as its message, which Kip shows with the pod. */
+static void pull_warning(struct unit_rec *u, const char *warning)
+{
+	struct cerr e = {0};
+
+	if (!warning)
+		return;
+	log_warn("unit %s: %s", u->name, warning);
+	if (u->state.kind != STATE_RUNNING)
+		return;
+	free(u->state.message);
+	u->state.message = xstrdup(warning);
+	record_save(u, &e);
+}
+
 /* An event on one of the unit's pull's descriptors (fd). */
 void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
+	cleanup_free char *warning = NULL;
 	struct cerr e = {0};
 	int r;
 
@@ -655,6 +682,8 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 	}
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->pidfd, NULL);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
+	pullproc_drain(u->pull);
+	warning = u->pull->warning ? xstrdup(u->pull->warning) : NULL;
 	r = pullproc_finish(u->pull, &e);
 	free(u->pull);
 	u->pull = NULL;
@@ -664,6 +693,7 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 		return;
 	}
 	start_pulled(s, u, run);
+	pull_warning(u, warning);
 }
 
 /* The termination message: what the unit wrote to its

@@ -131,6 +131,9 @@ static json_t *state_json(const struct unit_state *st)
 		return o;
 	case STATE_RUNNING:
 		jset(in, "startedAt", jtime(st->started_at_ns));
+		/* A warning of its start (docs/agent-wire.md). */
+		if (st->message)
+			jset(in, "message", jstring(st->message));
 		jset(o, "running", in);
 		return o;
 	case STATE_TERMINATED:

@@ -7,7 +7,11 @@ One run, side by side, on this machine:
   * `skopeo copy` + `umoci raw unpack` of the same image,
   * `tar -xzf` of the same layer blobs already on disk (the floor),
   * a warm `cell-pull --mount` (layers cached),
+  * a `cell-pull --mount` with a cold local cache and a warm shared cache
+    (`--populate`d once, read through a read-only bind mount as a cell
+    reads its NFS share): the shared tier against the cold pull,
 and peak RSS of cell-pull. Prints medians and ratios; asserts nothing.
+BENCH_SHARED_ONLY=1 runs only the cold --mount pull and the shared one.
 
 The image is built from files of this machine (/usr/lib/gcc, /usr/bin, …)
 until ~BENCH_MB of uncompressed data (default 300 MB, about 100 MB gzip'd),
@@ -33,6 +37,7 @@ PULL = os.path.join(BUILD, "bin", "cell-pull")
 SOURCES = ["/usr/lib/gcc", "/usr/bin", "/usr/share/locale", "/usr/lib/python3",
            "/usr/share/perl", "/usr/lib/x86_64-linux-gnu"]
 REPS = int(os.environ.get("BENCH_REPS", "3"))
+SHARED_ONLY = os.environ.get("BENCH_SHARED_ONLY", "") not in ("", "0")
 
 
 def collect(limit):
@@ -117,9 +122,28 @@ def main():
         push(reg, "bench/big", "v1", img)
         ref = f"{reg.host}/bench/big:v1"
         flags = ["--insecure-registry", reg.host]
-        res = {k: [] for k in ("flat", "mount", "skopeo", "umoci", "tar", "warm")}
+        res = {k: [] for k in ("flat", "mount", "skopeo", "umoci", "tar", "warm",
+                               "shared")}
         rss = []
+        share = fresh(os.path.join(shm, "share"))
+        subprocess.run([PULL, "--populate", share, "--image", ref] + flags, check=True,
+                       stdout=subprocess.DEVNULL)
+        ro = fresh(os.path.join(shm, "share-ro"))
+        subprocess.run(["mount", "--bind", share, ro], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", ro], check=True)
         for _ in range(REPS):
+            cache = fresh(os.path.join(shm, "cache"))
+            mnt = fresh(os.path.join(shm, "mnt"))
+            res["shared"].append(timed([PULL, "--image", ref, "--workdir", cache,
+                                        "--mount", mnt, "--shared-cache", ro] + flags))
+            subprocess.run([PULL, "--unmount", mnt], check=True)
+            if SHARED_ONLY:
+                cache = fresh(os.path.join(shm, "cache"))
+                mnt = fresh(os.path.join(shm, "mnt"))
+                res["mount"].append(timed([PULL, "--image", ref, "--workdir", cache,
+                                           "--mount", mnt] + flags))
+                subprocess.run([PULL, "--unmount", mnt], check=True)
+                continue
             cache = fresh(os.path.join(shm, "cache"))
             res["flat"].append(timed([PULL, "--image", ref, "--workdir", cache,
                                       "--extract-to", fresh(os.path.join(shm, "rootfs"))] + flags))
@@ -148,16 +172,22 @@ def main():
                 subprocess.run(["tar", "-xzf", os.path.join(blobs_dir, f"{i}.tar.gz"),
                                 "-C", dest], check=True)
             res["tar"].append(time.monotonic() - t0)
+        subprocess.run(["umount", "-q", ro], stderr=subprocess.DEVNULL)
         for p in ("mnt", "rootfs"):
             subprocess.run(["umount", "-q", os.path.join(shm, p)], stderr=subprocess.DEVNULL)
     shutil.rmtree(shm, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
 
-    m = {k: median(v) for k, v in res.items()}
-    su = m["skopeo"] + m["umoci"]
+    m = {k: median(v) for k, v in res.items() if v}
     print(f"medians of {REPS} runs (s):")
-    print(f"  cell-pull --extract-to (cold)  {m['flat']:.3f}")
     print(f"  cell-pull --mount (cold)       {m['mount']:.3f}")
+    print(f"  cell-pull --mount, shared tier {m['shared']:.3f}  (cold local cache, "
+          f"warm --shared-cache)")
+    print(f"  shared / cold --mount        {m['shared'] / m['mount']:.3f}x  (target <= 0.10)")
+    if SHARED_ONLY:
+        return
+    su = m["skopeo"] + m["umoci"]
+    print(f"  cell-pull --extract-to (cold)  {m['flat']:.3f}")
     print(f"  skopeo copy + umoci raw unpack {su:.3f}  ({m['skopeo']:.3f} + {m['umoci']:.3f})")
     print(f"  tar -xzf of the layers on disk {m['tar']:.3f}")
     print(f"  cell-pull --mount (warm)       {m['warm'] * 1000:.1f} ms")

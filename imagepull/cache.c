@@ -50,6 +50,7 @@ int cache_open(const char *root, enum cache_lock how, struct cache *c,
 
 	c->root = NULL;
 	c->fd = c->gc_lock = -1;
+	c->shared_layout = false;
 	if (fs_mkdir_p(root, 0700, e) < 0)
 		return cerr_prefix(e, "cache %s", root);
 	c->root = realpath(root, NULL);
@@ -188,7 +189,7 @@ int cache_put_blob(const struct cache *c, const char *digest, const void *data,
 	cleanup_free char *rel = digest_rel(digest);
 	cleanup_free char *p = cache_path(c, "blobs/%s", rel);
 
-	return fs_write_atomic(p, data, len, 0600, e);
+	return fs_write_atomic(p, data, len, c->shared_layout ? 0644 : 0600, e);
 }
 
 bool cache_has_layer(const struct cache *c, const char *diff_id)
@@ -197,7 +198,37 @@ bool cache_has_layer(const struct cache *c, const char *diff_id)
 	cleanup_free char *p = xasprintf("layers/%s", rel);
 	struct stat st;
 
+	if (c->shared_layout) {
+		/* Complete only with its record, as a cell will read it. */
+		struct shared s = {.fd = c->fd};
+		struct cerr ignore = {0};
+		int fd = shared_layer_open(&s, diff_id, &ignore);
+
+		if (fd >= 0)
+			close(fd);
+		return fd >= 0;
+	}
 	return fstatat(c->fd, p, &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cache_make_shared(struct cache *c, struct cerr *e)
+{
+	static const char text[] = SHARE_MARKER_TEXT "\n";
+	cleanup_free char *marker = cache_path(c, SHARE_MARKER);
+
+	c->shared_layout = true;
+	if (mkdirat(c->fd, "tags", 0755) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkdir %s/tags", c->root);
+	/* Cells read the share as root, which NFS usually squashes. */
+	if (fchmodat(c->fd, ".", 0755, 0) < 0)
+		return cerr_sys(e, "chmod %s", c->root);
+	for (size_t i = 0; i < ARRAY_SIZE(cache_dirs); i++)
+		if (fchmodat(c->fd, cache_dirs[i], 0755, 0) < 0)
+			return cerr_sys(e, "chmod %s/%s", c->root,
+					cache_dirs[i]);
+	if (faccessat(c->fd, SHARE_MARKER, F_OK, 0) == 0)
+		return 0;
+	return fs_write_atomic(marker, text, sizeof(text) - 1, 0644, e);
 }
 
 int cache_record_image(const struct cache *c, const char *ref,
@@ -222,7 +253,8 @@ int cache_record_image(const struct cache *c, const char *ref,
 	if (!text || digest_buf("sha256", ref, strlen(ref), key, e) < 0)
 		return cerr_set(e, ENOMEM, "record image");
 	p = cache_path(c, "images/%s.json", digest_hex(key));
-	return fs_write_atomic(p, text, strlen(text), 0600, e);
+	return fs_write_atomic(p, text, strlen(text),
+			       c->shared_layout ? 0644 : 0600, e);
 }
 
 void cache_image_free(struct cache_image *img)

@@ -34,6 +34,8 @@ static bool take(struct pull_cached_opts *o, const char *k, const char *v)
 		o->upper_dir = v;
 	else if (!strcmp(k, "--save-config"))
 		o->save_config = v;
+	else if (!strcmp(k, "--shared-cache"))
+		o->shared_cache = v;
 	else if (strcmp(k, "--progress") && strcmp(k, "--insecure-registry") &&
 		 strcmp(k, "--credentials-fd") && strcmp(k, "--keep-free-mib"))
 		return false;

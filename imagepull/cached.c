@@ -18,6 +18,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "cleanup.h"
@@ -42,20 +44,36 @@ static bool same_platform(const char *recorded)
 }
 
 /* The config blob (digest checked by cache_read_blob), when its diff-ids
- * are the record's and every layer is unpacked in the cache. */
-static bool usable(const struct cache *c, const struct cache_image *img,
-		   struct buf *config)
+ * are the record's and every layer is unpacked in the cache, or whole in
+ * the shared tier (fds[i] then holds it). */
+static bool usable(const struct cache *c, const struct shared *sh,
+		   const struct cache_image *img, int *fds, struct buf *config)
 {
 	struct image_config ic = {0};
 	struct cerr e = {0};
 	bool ok;
 
-	for (size_t i = 0; i < img->n_diff_ids; i++)
-		if (!cache_has_layer(c, img->diff_ids[i]))
+	for (size_t i = 0; i < img->n_diff_ids; i++) {
+		if (cache_has_layer(c, img->diff_ids[i]))
+			continue;
+		if (sh->fd < 0)
 			return false;
-	if (cache_read_blob(c, img->config, config, &e) < 0 ||
-	    image_config_parse(config->data ? config->data : "", config->len,
-			       &ic, &e) < 0) {
+		fds[i] = shared_layer_open(sh, img->diff_ids[i], &e);
+		if (fds[i] < 0) {
+			log_debug("cache: %s", e.msg);
+			return false;
+		}
+	}
+	if (cache_read_blob(c, img->config, config, &e) < 0 &&
+	    (sh->fd < 0 || (buf_reset(config),
+			    shared_read_blob(sh, img->config, config, &e)) < 0))
+		ok = false;
+	else if (image_config_parse(config->data ? config->data : "",
+				    config->len, &ic, &e) < 0)
+		ok = false;
+	else
+		ok = true;
+	if (!ok) {
 		log_info("cache: config %s: %s", img->config, e.msg);
 		return false;
 	}
@@ -67,21 +85,29 @@ static bool usable(const struct cache *c, const struct cache_image *img,
 }
 
 static int serve(const struct pull_cached_opts *o, const struct cache *c,
-		 const struct cache_image *img, struct cerr *e)
+		 const struct shared *sh, const struct cache_image *img,
+		 struct cerr *e)
 {
 	struct buf config;
+	int *fds = xcalloc(img->n_diff_ids + 1, sizeof(int));
 	int r = 0;
 
+	for (size_t i = 0; i < img->n_diff_ids; i++)
+		fds[i] = -1;
 	buf_init(&config, CONFIG_MAX);
-	if (usable(c, img, &config)) {
+	if (usable(c, sh, img, fds, &config)) {
 		r = o->save_config ? fs_replace(o->save_config, config.data,
 						config.len, 0644, e)
 				   : 0;
 		if (r == 0)
 			r = overlay_mount(c, img->diff_ids, img->n_diff_ids,
-					  o->mount_at, o->upper_dir, e);
+					  fds, o->mount_at, o->upper_dir, e);
 		r = r < 0 ? -1 : 1;
 	}
+	for (size_t i = 0; i < img->n_diff_ids; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
 	buf_free(&config);
 	return r;
 }
@@ -91,6 +117,7 @@ int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e)
 	struct image_ref ref = {0};
 	struct cache c = {.fd = -1, .gc_lock = -1};
 	struct cache_image img = {0};
+	struct shared sh = {.fd = -1};
 	struct cerr miss = {0};
 	cleanup_free char *name = NULL;
 	int r = 0;
@@ -105,13 +132,18 @@ int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e)
 	    cache_find_image(&c, name, &img, &miss) < 0 ||
 	    !same_platform(img.platform))
 		goto out;
-	r = serve(o, &c, &img, e);
+	/* A share that is not there (not mounted yet) is only a miss for
+	 * layers the local cache lacks; the puller says so loudly. */
+	if (o->shared_cache && shared_open(o->shared_cache, &sh, &miss) < 0)
+		cerr_clear(&miss);
+	r = serve(o, &c, &sh, &img, e);
 	if (r < 0)
 		cerr_prefix(e, "pull %s (cached)", o->image);
 out:
 	if (miss.code)
 		log_debug("cache: %s: %s", o->image ? o->image : "", miss.msg);
 	cache_image_free(&img);
+	shared_close(&sh);
 	cache_close(&c);
 	ref_free(&ref);
 	return r;

@@ -40,6 +40,7 @@ struct layer_job {
 
 struct fetch {
 	const struct cache *cache;
+	const struct shared *shared; /* second tier, or NULL */
 	struct registry *reg;
 	bool validate;
 	uint64_t reserve; /* free bytes unpacking leaves (pull_opts) */

@@ -156,6 +156,51 @@ static void sweep_links(const struct cache *c)
 			unlinkat(fd, de->d_name, 0);
 }
 
+/* A shared cache's layer entries without a valid completion record (left
+ * by a crash between steps, or damaged) go, even when a record names them:
+ * no cell would use them, and the next populate writes them whole. */
+static int sweep_incomplete(const struct cache *c, const char *algo,
+			    struct pull_gc_stats *st, struct cerr *e)
+{
+	cleanup_free char *rel = xasprintf("layers/%s", algo);
+	cleanup_close int fd = openat(c->fd, rel, O_RDONLY | O_DIRECTORY);
+	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+
+	if (!d)
+		return errno == ENOENT ? 0 : cerr_sys(e, "open %s", rel);
+	while ((de = readdir(d))) {
+		cleanup_free char *digest = NULL;
+
+		if (de->d_name[0] == '.')
+			continue;
+		digest = xasprintf("%s:%s", algo, de->d_name);
+		if (cache_has_layer(c, digest))
+			continue;
+		st->removed_bytes += tree_bytes(fd, de->d_name);
+		st->removed_files++;
+		if (fs_rm_rf_at(fd, de->d_name, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Half-written tag records (fs_write_atomic's temporaries). */
+static void sweep_tag_temps(const struct cache *c, struct pull_gc_stats *st)
+{
+	cleanup_close int fd = openat(c->fd, "tags", O_RDONLY | O_DIRECTORY);
+	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.' &&
+		    !str_has_suffix(de->d_name, ".json") &&
+		    unlinkat(fd, de->d_name, 0) == 0)
+			st->removed_files++;
+}
+
 int pull_gc(const char *workdir, struct pull_gc_stats *st, struct cerr *e)
 {
 	struct cache c;
@@ -175,6 +220,13 @@ int pull_gc(const char *workdir, struct pull_gc_stats *st, struct cerr *e)
 	    sweep(&c, "layers", "sha512", &layers, st, e) < 0)
 		goto out;
 	sweep_links(&c);
+	if (faccessat(c.fd, SHARE_MARKER, F_OK, 0) == 0) {
+		c.shared_layout = true;
+		if (sweep_incomplete(&c, "sha256", st, e) < 0 ||
+		    sweep_incomplete(&c, "sha512", st, e) < 0)
+			goto out;
+		sweep_tag_temps(&c, st);
+	}
 	ret = 0;
 out:
 	if (ret < 0)

@@ -19,6 +19,7 @@
 #include "util.h"
 
 #define MAX_INSECURE 32
+#define MAX_IMAGES 256
 
 enum progress_mode { PROG_AUTO, PROG_TTY, PROG_JSON, PROG_NONE };
 
@@ -28,6 +29,8 @@ struct cli {
 	int n_insecure;
 	const char *save_config;
 	const char *unmount;
+	const char *images[MAX_IMAGES]; /* --populate takes several */
+	int n_images;
 	bool gc;
 	int creds_fd; /* -1, or where {"username","password"} comes from */
 	char *creds_user, *creds_pass;
@@ -39,6 +42,7 @@ static const char usage_text[] =
     "Usage: cell-pull --image REF (--extract-to DIR | --mount DIR) [options]\n"
     "       cell-pull --unmount DIR\n"
     "       cell-pull --gc [--workdir DIR]\n"
+    "       cell-pull --populate DIR --image REF [--image REF...]\n"
     "\n"
     "Pull an OCI or Docker image from a registry into a flattened rootfs\n"
     "(--extract-to) or an overlayfs mount over cached layers (--mount).\n"
@@ -51,6 +55,9 @@ static const char usage_text[] =
     "                           (default: under the workdir)\n"
     "  --save-config FILE       write the image's config JSON to FILE\n"
     "  --workdir DIR            cache root (default /var/lib/cell/images)\n"
+    "  --shared-cache DIR       read-only second tier (a populated share):\n"
+    "                           its layers are used in place\n"
+    "  --populate DIR           write the images into DIR as a shared cache\n"
     "  --username U, --password P   registry credentials\n"
     "  --auth-file FILE         credentials from a docker config.json\n"
     "  --credentials-fd N       credentials as JSON "
@@ -104,6 +111,8 @@ enum {
 	OPT_VERSION,
 	OPT_CREDS_FD,
 	OPT_KEEP_FREE,
+	OPT_SHARED,
+	OPT_POPULATE,
 };
 
 static const struct option longopts[] = {
@@ -131,6 +140,8 @@ static const struct option longopts[] = {
     {"version", no_argument, NULL, OPT_VERSION},
     {"credentials-fd", required_argument, NULL, OPT_CREDS_FD},
     {"keep-free-mib", required_argument, NULL, OPT_KEEP_FREE},
+    {"shared-cache", required_argument, NULL, OPT_SHARED},
+    {"populate", required_argument, NULL, OPT_POPULATE},
     {NULL, 0, NULL, 0},
 };
 
@@ -208,7 +219,6 @@ static const struct {
 	int opt;
 	size_t off;
 } str_opts[] = {
-    {OPT_IMAGE, offsetof(struct cli, o.image)},
     {OPT_EXTRACT, offsetof(struct cli, o.extract_to)},
     {OPT_MOUNT, offsetof(struct cli, o.mount_at)},
     {OPT_UPPER, offsetof(struct cli, o.upper_dir)},
@@ -221,6 +231,7 @@ static const struct {
     {OPT_URL, offsetof(struct cli, o.registry_url)},
     {OPT_CA, offsetof(struct cli, o.ca_file)},
     {OPT_UNMOUNT, offsetof(struct cli, unmount)},
+    {OPT_SHARED, offsetof(struct cli, o.shared_cache)},
 };
 
 /* Returns -1 to go on, else an exit status. */
@@ -232,6 +243,16 @@ static int parse_opt(struct cli *c, int opt, const char *arg)
 			return -1;
 		}
 	switch (opt) {
+	case OPT_IMAGE:
+		if (c->n_images == MAX_IMAGES)
+			return usage_error("too many --image (%s)", arg);
+		c->images[c->n_images++] = arg;
+		c->o.image = c->images[0];
+		return -1;
+	case OPT_POPULATE:
+		c->o.workdir = arg;
+		c->o.populate = true;
+		return -1;
 	case OPT_VALIDATE:
 		c->o.validate_cache = true;
 		return -1;
@@ -301,6 +322,12 @@ static int parse_args(struct cli *c, int argc, char **argv)
 		return -1;
 	if (!c->o.image)
 		return usage_error("%s", "--image is required");
+	if (c->n_images > 1 && !c->o.populate)
+		return usage_error("%s", "several --image need --populate");
+	if (c->o.populate &&
+	    (c->o.extract_to || c->o.mount_at || c->o.shared_cache))
+		return usage_error("%s", "--populate takes no --extract-to, "
+					 "--mount or --shared-cache");
 	if (c->o.extract_to && c->o.mount_at)
 		return usage_error("%s",
 				   "--extract-to and --mount exclude each "
@@ -316,9 +343,18 @@ static int parse_args(struct cli *c, int argc, char **argv)
 static void progress_json(const struct pull_event *ev, void *arg)
 {
 	static const char *const kinds[] = {"resolved", "layer", "layer_done",
-					    "done"};
+					    "done", "warning"};
 
-	if (ev->layer < 0)
+	if (ev->kind == PULL_EV_WARNING) {
+		json_t *j = json_pack("{s:s, s:s}", "event", "warning",
+				      "message", ev->message);
+		char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+		if (line)
+			printf("%s\n", line);
+		free(line);
+		json_decref(j);
+	} else if (ev->layer < 0)
 		printf("{\"event\":\"%s\",\"layers\":%d}\n", kinds[ev->kind],
 		       ev->n_layers);
 	else
@@ -342,6 +378,8 @@ static void progress_tty(const struct pull_event *ev, void *arg)
 	struct tty_state *t = arg;
 	uint64_t got = 0, size = 0;
 
+	if (ev->kind == PULL_EV_WARNING)
+		return; /* logged on stderr already */
 	if (ev->kind == PULL_EV_RESOLVED)
 		t->n_layers = ev->n_layers;
 	if (ev->layer >= 0 && ev->layer < 1024) {
@@ -418,6 +456,30 @@ static void report_error(const struct cli *c, const struct cerr *e)
 	json_decref(j);
 }
 
+/* Every image into the shared cache; one that fails does not stop the
+ * others (a CronJob retries them next time). */
+static int run_populate(struct cli *c)
+{
+	int failed = 0;
+
+	for (int i = 0; i < c->n_images; i++) {
+		struct pull_result r;
+		struct cerr e = {0};
+
+		c->o.image = c->images[i];
+		if (pull_image(&c->o, &r, &e) < 0) {
+			report_error(c, &e);
+			failed++;
+			continue;
+		}
+		printf("%s %s: %d layers, %d already there\n", c->o.image,
+		       r.manifest_digest, r.n_layers, r.layers_cached);
+		fflush(stdout);
+		pull_result_free(&r);
+	}
+	return failed ? 1 : 0;
+}
+
 static int run_pull(struct cli *c)
 {
 	static struct tty_state tty;
@@ -435,15 +497,17 @@ static int run_pull(struct cli *c)
 	}
 	if (c->creds_fd >= 0 && read_credentials(c) != 0)
 		return 1;
+	if (c->o.populate)
+		return run_populate(c);
 	if (pull_image(&c->o, &r, &e) < 0) {
 		if (c->progress == PROG_TTY)
 			fputc('\n', stderr);
 		report_error(c, &e);
 		return 1;
 	}
-	log_info("pulled %s (%s): %d layers, %d cached, %.3f s", c->o.image,
-		 r.manifest_digest, r.n_layers, r.layers_cached,
-		 (double)(now_ns() - t0) / 1e9);
+	log_info("pulled %s (%s): %d layers, %d cached (%d shared), %.3f s",
+		 c->o.image, r.manifest_digest, r.n_layers, r.layers_cached,
+		 r.layers_shared, (double)(now_ns() - t0) / 1e9);
 	int rc = c->save_config ? save_config(c->save_config, &r) : 0;
 	pull_result_free(&r);
 	return rc;

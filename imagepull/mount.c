@@ -56,12 +56,16 @@ static char *short_name(const struct cache *c, const char *diff_id,
 /* A layer whose root is opaque (it had a top-level ".wh..wh..opq") hides
  * every layer below it. overlayfs ignores the opaque xattr on a lowerdir's
  * root, so those layers are left out of the mount instead. */
-static bool root_opaque(const struct cache *c, const char *diff_id)
+static bool root_opaque(const struct cache *c, const char *diff_id, int fd)
 {
 	cleanup_free char *p = cache_path(c, "layers/%s", diff_id);
 	char v[2] = "";
 
 	*strrchr(p, ':') = '/';
+	if (fd >= 0)
+		return fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) ==
+			   1 &&
+		       v[0] == 'y';
 	return getxattr(p, "trusted.overlay.opaque", v, sizeof(v)) == 1 &&
 	       v[0] == 'y';
 }
@@ -69,7 +73,7 @@ static bool root_opaque(const struct cache *c, const char *diff_id)
 /* Build "lowerdir=top:…:bottom" with each layer once: a layer that recurs
  * only matters at its topmost position. */
 static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
-		     struct buf *out, struct cerr *e)
+		     const int *fds, struct buf *out, struct cerr *e)
 {
 	if (buf_append(out, "lowerdir=", 9, e) < 0)
 		return -1;
@@ -81,13 +85,19 @@ static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
 			dup = dup || !strcmp(diff_ids[i], diff_ids[j]);
 		if (dup)
 			continue;
-		s = short_name(c, diff_ids[i], e);
+		/* A shared layer by its descriptor: the directory that was
+		 * checked, never a path in the share that could change or
+		 * lead elsewhere since. */
+		if (fds && fds[i] >= 0)
+			s = xasprintf("/proc/self/fd/%d", fds[i]);
+		else
+			s = short_name(c, diff_ids[i], e);
 		if (!s)
 			return -1;
 		if ((out->len > 9 && buf_append(out, ":", 1, e) < 0) ||
 		    buf_append(out, s, strlen(s), e) < 0)
 			return cerr_prefix(e, "overlay mount options");
-		if (root_opaque(c, diff_ids[i]))
+		if (root_opaque(c, diff_ids[i], fds ? fds[i] : -1))
 			break;
 	}
 	return 0;
@@ -102,7 +112,8 @@ static char *default_upper_parent(const struct cache *c, const char *target)
 }
 
 int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
-		  const char *target, const char *upper_parent, struct cerr *e)
+		  const int *lower_fds, const char *target,
+		  const char *upper_parent, struct cerr *e)
 {
 	cleanup_free char *abs = NULL, *up = NULL, *upper = NULL, *work = NULL;
 	cleanup_close int cwd = -1;
@@ -128,7 +139,7 @@ int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
 	if (fs_mkdir_p(upper, 0755, e) < 0 || fs_mkdir_p(work, 0700, e) < 0)
 		return -1;
 	buf_init(&opts, MOUNT_DATA_MAX);
-	ret = lowerdirs(c, diff_ids, n, &opts, e);
+	ret = lowerdirs(c, diff_ids, n, lower_fds, &opts, e);
 	if (ret == 0) {
 		cleanup_free char *rest =
 		    xasprintf(",upperdir=%s,workdir=%s", upper, work);

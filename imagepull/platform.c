@@ -169,3 +169,9 @@ void platform_normalize(struct platform *p)
 		normalize_arm(p);
 	}
 }
+
+char *platform_string(const struct platform *p)
+{
+	return xasprintf("%s/%s%s%s", p->os, p->arch, p->variant[0] ? "/" : "",
+			 p->variant);
+}

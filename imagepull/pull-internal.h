@@ -155,6 +155,12 @@ typedef int (*blob_sink_fn)(void *arg, const void *p, size_t n, struct cerr *e);
 int registry_stream_blob(struct registry *r, const char *digest,
 			 uint64_t offset, blob_sink_fn sink, void *arg,
 			 struct cerr *e);
+/* Change the retries of the next requests (the shared tier's tag fallback
+ * asks once); returns the old value. */
+int registry_set_retries(struct registry *r, int retries);
+/* Did the last failed request fail without an HTTP answer (refused,
+ * timed out, DNS) or with a 5xx: the registry cannot serve now. */
+bool registry_unreachable(const struct registry *r);
 
 /* ---- cache.c: the content-addressed cache under --workdir ----
  * blobs/sha256/<hex>     verified blobs: manifests, configs, layers
@@ -168,6 +174,9 @@ struct cache {
 	char *root;
 	int fd;
 	int gc_lock; /* held shared for a pull's lifetime, exclusive by gc */
+	/* A shared cache being populated (cell-pull --populate): layers are
+	 * layers/<algo>/<hex>/{diff/,complete}, readable by all. */
+	bool shared_layout;
 };
 /* How cache_open takes locks/gc: shared for a pull (waiting out a gc),
  * shared or not at all (EWOULDBLOCK) for a caller that must not wait, or
@@ -194,6 +203,9 @@ int cache_verify_blob(const struct cache *c, const char *digest,
 int cache_put_blob(const struct cache *c, const char *digest, const void *data,
 		   size_t len, struct cerr *e);
 bool cache_has_layer(const struct cache *c, const char *diff_id);
+/* Turn the cache into a shared one (populate): its marker, modes that
+ * other machines' root (often squashed to nobody) can read. */
+int cache_make_shared(struct cache *c, struct cerr *e);
 /* What a record of a pulled reference says about its image: enough to
  * mount it again without the registry (cached.c). */
 struct cache_image {
@@ -213,8 +225,73 @@ int cache_find_image(const struct cache *c, const char *ref,
 		     struct cache_image *img, struct cerr *e);
 void cache_image_free(struct cache_image *img);
 
-/* ---- mount.c: overlayfs over cached layers ---- */
+/* ---- mount.c: overlayfs over cached layers ----
+ * lower_fds (NULL, or one per diff-id): a layer whose fd is >= 0 is used
+ * through that descriptor (a shared layer) instead of the local cache. */
 int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
-		  const char *target, const char *upper_parent, struct cerr *e);
+		  const int *lower_fds, const char *target,
+		  const char *upper_parent, struct cerr *e);
+
+/* ---- sharerec.c: the shared cache's records (pure, fuzzed) ----
+ * layers/<algo>/<hex>/complete   {"version":1,"diff_id":…,"blob":…}
+ * tags/<sha256(ref platform)>.json
+ *        {"version":1,"ref":…,"platform":…,"manifest":…,"config":…} */
+#define SHARE_REC_MAX (64u << 10)
+#define SHARE_MARKER "cell-shared-cache"
+#define SHARE_MARKER_TEXT "cell shared image cache 1"
+struct share_layer_rec {
+	char *diff_id;
+	char *blob; /* the compressed blob it was unpacked from, or NULL */
+	/* Probes (NULL: none): an opaque directory and a whiteout of the
+	 * layer ("." is its root). A share that lost them (NFS keeps no
+	 * trusted.* xattrs; some servers no device nodes) would show a lower
+	 * layer's files: a cell checks them before using the layer. */
+	char *opaque, *whiteout;
+};
+int share_layer_rec_parse(const char *buf, size_t len,
+			  struct share_layer_rec *out, struct cerr *e);
+char *share_layer_rec_format(const struct share_layer_rec *r);
+void share_layer_rec_free(struct share_layer_rec *r);
+struct share_tag_rec {
+	char *ref;	/* ref_string's spelling */
+	char *platform; /* "os/arch[/variant]" */
+	char *manifest; /* the image manifest for that platform */
+	char *config;
+};
+int share_tag_rec_parse(const char *buf, size_t len, struct share_tag_rec *out,
+			struct cerr *e);
+char *share_tag_rec_format(const struct share_tag_rec *r);
+void share_tag_rec_free(struct share_tag_rec *r);
+/* "tags/<hex>.json", the record's path for ref on platform. */
+char *share_tag_key(const char *ref, const char *platform);
+
+/* ---- shared.c: reading the shared cache (curl-free) ---- */
+struct shared {
+	char *root;
+	int fd; /* -1: none */
+};
+/* Open a shared cache; it must hold its marker (an empty mount point, a
+ * failed NFS mount, is not a cache). */
+int shared_open(const char *dir, struct shared *s, struct cerr *e);
+void shared_close(struct shared *s);
+/* The unpacked layer's directory (an fd for overlayfs), when its
+ * completion record is there and names diff_id; EBADMSG when damaged or
+ * half written, ENOENT when absent. */
+int shared_layer_open(const struct shared *s, const char *diff_id,
+		      struct cerr *e);
+/* A small blob (manifest, config), hashed against digest. */
+int shared_read_blob(const struct shared *s, const char *digest,
+		     struct buf *out, struct cerr *e);
+/* A layer blob to read (its content is checked by the diff-id). */
+int shared_blob_fd(const struct shared *s, const char *digest, int64_t size,
+		   struct cerr *e);
+int shared_find_tag(const struct shared *s, const char *ref,
+		    const char *platform, struct share_tag_rec *rec,
+		    struct cerr *e);
+/* "os/arch[/variant]" */
+char *platform_string(const struct platform *p);
+/* The populator's probes of a layer it unpacked (its own tree): the first
+ * opaque directory and whiteout found, or NULL. */
+void shared_find_probes(int rootfd, char **opaque, char **whiteout);
 
 #endif

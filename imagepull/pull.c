@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,7 +42,53 @@ struct pull {
 	int next_blob, next_layer; /* work queues, under f.mu */
 	bool flat;
 	int target_fd;
+	struct shared sh;  /* the read-only second tier; sh.fd < 0: none */
+	int *lower_fds;	   /* per layer: a shared layer's fd, or -1 */
+	int layers_shared; /* how many layers the share gave in place */
 };
+
+/* ---- warnings the user should see (the agent shows them) ---- */
+
+__attribute__((format(printf, 2, 3))) static void warn(struct pull *p,
+						       const char *fmt, ...)
+{
+	cleanup_free char *msg = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	log_warn("%s", msg);
+	if (p->o->progress) {
+		struct pull_event ev = {
+		    .kind = PULL_EV_WARNING, .layer = -1, .message = msg};
+		p->o->progress(&ev, p->o->progress_arg);
+	}
+}
+
+/* ---- the shared tier: small blobs ---- */
+
+/* A manifest or config from the share, hashed, and copied into the local
+ * cache (a few KiB: a restart then needs no share to find it). */
+static int shared_small_blob(struct pull *p, const char *digest,
+			     struct buf *body)
+{
+	struct cerr e = {0};
+
+	if (p->sh.fd < 0)
+		return -1;
+	buf_reset(body);
+	if (shared_read_blob(&p->sh, digest, body, &e) < 0) {
+		if (e.code != ENOENT)
+			warn(p, "shared cache: %s; asking the registry", e.msg);
+		buf_reset(body);
+		return -1;
+	}
+	if (cache_put_blob(&p->cache, digest, body->data, body->len, &e) < 0)
+		log_warn("%s", e.msg);
+	return 0;
+}
 
 /* ---- resolution ---- */
 
@@ -52,11 +99,13 @@ static int get_manifest(struct pull *p, const char *reference, const char *want,
 {
 	char got[DIGEST_STR_MAX];
 
-	if (want && cache_has_blob(&p->cache, want, -1) &&
-	    cache_read_blob(&p->cache, want, body, e) == 0) {
+	if (want && ((cache_has_blob(&p->cache, want, -1) &&
+		      cache_read_blob(&p->cache, want, body, e) == 0) ||
+		     shared_small_blob(p, want, body) == 0)) {
 		memcpy(p->manifest_digest, want, strlen(want) + 1);
 		return 0;
 	}
+	cerr_clear(e);
 	buf_reset(body);
 	if (registry_get_manifest(p->reg, reference, body, ctype, e) < 0)
 		return -1;
@@ -80,6 +129,9 @@ static int get_config(struct pull *p, struct cerr *e)
 	buf_init(&p->config_raw, CONFIG_MAX);
 	if (cache_has_blob(&p->cache, d->digest, d->size) &&
 	    cache_read_blob(&p->cache, d->digest, &p->config_raw, e) == 0)
+		goto parse;
+	cerr_clear(e);
+	if (shared_small_blob(p, d->digest, &p->config_raw) == 0)
 		goto parse;
 	buf_reset(&p->config_raw);
 	if (d->size > (int64_t)CONFIG_MAX)
@@ -137,15 +189,55 @@ static int select_from_index(struct pull *p, struct buf *body, char **ctype,
 	return 0;
 }
 
+/* A tag is still asked of the registry (it may have moved). When the
+ * share records it and the registry cannot answer, the share's image is
+ * used: asked once, not through the retry ladder, so a refused connection
+ * falls back at once and a silent one after the connect timeout. */
+static int tag_manifest(struct pull *p, struct buf *body, char **ctype,
+			struct cerr *e)
+{
+	struct share_tag_rec tr = {0};
+	struct cerr miss = {0};
+	cleanup_free char *ref = NULL, *plat = NULL;
+	bool have = false;
+	int r, old = 0;
+
+	if (p->sh.fd >= 0) {
+		ref = ref_string(&p->ref);
+		plat = platform_string(&p->plat);
+		have = shared_find_tag(&p->sh, ref, plat, &tr, &miss) == 0;
+		if (!have && miss.code != ENOENT)
+			log_warn("%s", miss.msg);
+	}
+	if (have)
+		old = registry_set_retries(p->reg, 0);
+	r = get_manifest(p, p->ref.tag, NULL, body, ctype, e);
+	if (have)
+		registry_set_retries(p->reg, old);
+	if (r < 0 && have && registry_unreachable(p->reg)) {
+		warn(p,
+		     "registry unreachable (%s); using the shared cache's "
+		     "record of %s: %s",
+		     e->msg, ref, tr.manifest);
+		cerr_clear(e);
+		free(*ctype);
+		*ctype = NULL;
+		r = get_manifest(p, tr.manifest, tr.manifest, body, ctype, e);
+	}
+	share_tag_rec_free(&tr);
+	return r;
+}
+
 static int resolve(struct pull *p, struct cerr *e)
 {
-	const char *reference = p->ref.digest ? p->ref.digest : p->ref.tag;
 	struct buf body;
 	cleanup_free char *ctype = NULL;
 	int ret = -1;
 
 	buf_init(&body, MANIFEST_MAX);
-	if (get_manifest(p, reference, p->ref.digest, &body, &ctype, e) < 0 ||
+	if ((p->ref.digest ? get_manifest(p, p->ref.digest, p->ref.digest,
+					  &body, &ctype, e)
+			   : tag_manifest(p, &body, &ctype, e)) < 0 ||
 	    manifest_parse(body.data, body.len, ctype, &p->m, e) < 0)
 		goto out;
 	if (p->m.kind == MANIFEST_INDEX &&
@@ -196,6 +288,81 @@ static void layer_done(struct pull *p, struct layer_job *l, bool cached)
 	    .cached = cached,
 	};
 	fetch_emit(&p->f, &ev);
+}
+
+/* A shared cache's layer: tmp/layer-<hex>.<host>.<pid>/{diff/,complete},
+ * renamed whole into layers/ (the record inside it, so the entry appears
+ * with its record or not at all). The name is unique per populator, so a
+ * populator on another host whose NFS lacks working locks cannot write
+ * into ours; a crash leaves it in tmp/ for --gc. */
+static int shared_layer(struct pull *p, struct layer_job *l, struct cerr *e)
+{
+	const struct cache *c = &p->cache;
+	char host[64] = "host";
+	cleanup_free char *tmp = NULL, *diff = NULL, *done = NULL, *text = NULL;
+	cleanup_free char *dst = xasprintf("layers/%s", l->diff_id);
+	cleanup_close int lock = -1, root = -1;
+	struct share_layer_rec rec = {.diff_id = (char *)l->diff_id,
+				      .blob = (char *)l->blob->desc->digest};
+	int fd;
+
+	gethostname(host, sizeof(host) - 1);
+	tmp = xasprintf("tmp/layer-%s.%s.%d", digest_hex(l->diff_id), host,
+			(int)getpid());
+	diff = xasprintf("%s/diff", tmp);
+	done = xasprintf("%s/complete", tmp);
+	*strchr(dst, ':') = '/';
+	lock = cache_lock(c, l->diff_id, e);
+	if (lock < 0)
+		return -1;
+	if (cache_has_layer(c, l->diff_id))
+		return 0;
+	if (fs_rm_rf_at(c->fd, tmp, e) < 0)
+		return -1;
+	if (mkdirat(c->fd, tmp, 0755) < 0 || mkdirat(c->fd, diff, 0755) < 0)
+		return cerr_sys(e, "mkdir %s/%s", c->root, tmp);
+	root = openat(c->fd, diff, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return cerr_sys(e, "open %s/%s", c->root, diff);
+	if (layer_unpack(&p->f, l, root, UNPACK_OVERLAY, e) < 0)
+		goto fail;
+	shared_find_probes(root, &rec.opaque, &rec.whiteout);
+	text = share_layer_rec_format(&rec);
+	free(rec.opaque);
+	free(rec.whiteout);
+	fd = openat(c->fd, done, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 || fs_write_all(fd, text, strlen(text)) < 0 ||
+	    fsync(fd) < 0) {
+		cerr_sys(e, "write %s/%s", c->root, done);
+		if (fd >= 0)
+			close(fd);
+		goto fail;
+	}
+	close(fd);
+	/* A stale entry without a valid record (a crash, damage) makes way;
+	 * one that another populator finished meanwhile is kept. */
+	if (renameat(c->fd, tmp, c->fd, dst) < 0) {
+		int err = errno;
+
+		if (cache_has_layer(c, l->diff_id))
+			goto drop;
+		if ((err == ENOTEMPTY || err == EEXIST) &&
+		    fs_rm_rf_at(c->fd, dst, e) == 0 &&
+		    renameat(c->fd, tmp, c->fd, dst) == 0)
+			return 0;
+		errno = err;
+		cerr_sys(e, "commit layer %s", l->diff_id);
+		goto fail;
+	}
+	return 0;
+drop:;
+	struct cerr ignore = {0};
+	fs_rm_rf_at(c->fd, tmp, &ignore);
+	return 0;
+fail:;
+	struct cerr ignore2 = {0};
+	fs_rm_rf_at(c->fd, tmp, &ignore2);
+	return -1;
 }
 
 /* Unpack one layer into the cache: tmp/layer-…, then rename. */
@@ -251,7 +418,8 @@ static void *layer_worker(void *arg)
 			return NULL;
 		r = p->flat
 			? layer_unpack(&p->f, l, p->target_fd, UNPACK_FLAT, &e)
-			: overlay_layer(p, l, &e);
+		    : p->cache.shared_layout ? shared_layer(p, l, &e)
+					     : overlay_layer(p, l, &e);
 		if (r < 0) {
 			cerr_prefix(&e, "layer %d (%s)", l->index,
 				    l->blob->desc->digest);
@@ -262,6 +430,25 @@ static void *layer_worker(void *arg)
 	}
 }
 
+/* An overlay layer the local cache lacks: in place from the share when
+ * it has it whole (its record names this diff-id). */
+static bool use_shared_layer(struct pull *p, size_t i)
+{
+	const char *diff_id = p->config.diff_ids[i];
+	struct cerr e = {0};
+
+	if (p->sh.fd < 0)
+		return false;
+	p->lower_fds[i] = shared_layer_open(&p->sh, diff_id, &e);
+	if (p->lower_fds[i] >= 0) {
+		p->layers_shared++;
+		return true;
+	}
+	warn(p, "shared cache: layer %s: %s; pulling it", diff_id,
+	     e.code == ENOENT ? "not there" : e.msg);
+	return false;
+}
+
 /* One blob job per distinct layer digest; which layers need work. */
 static int plan(struct pull *p)
 {
@@ -270,6 +457,9 @@ static int plan(struct pull *p)
 
 	p->f.blobs = xcalloc(n, sizeof(*p->f.blobs));
 	p->layers = xcalloc(n, sizeof(*p->layers));
+	p->lower_fds = xcalloc(n + 1, sizeof(int));
+	for (size_t i = 0; i < n; i++)
+		p->lower_fds[i] = -1;
 	for (size_t i = 0; i < n; i++) {
 		struct layer_job *l = &p->layers[i];
 		struct blob_job *b = NULL;
@@ -294,6 +484,8 @@ static int plan(struct pull *p)
 		for (size_t j = 0; j < i && l->needed && !p->flat; j++)
 			if (!strcmp(p->layers[j].diff_id, l->diff_id))
 				l->needed = false; /* one unpack per diff-id */
+		if (l->needed && !p->flat && use_shared_layer(p, i))
+			l->needed = false;
 		b->needed = b->needed || l->needed;
 		needed += l->needed;
 	}
@@ -312,8 +504,13 @@ static void cleanup_jobs(struct pull *p)
 		pthread_mutex_destroy(&b->mu);
 		pthread_cond_destroy(&b->cv);
 	}
+	for (size_t i = 0; p->lower_fds && i < p->m.n_layers; i++)
+		if (p->lower_fds[i] >= 0)
+			close(p->lower_fds[i]);
+	free(p->lower_fds);
 	free(p->f.blobs);
 	free(p->layers);
+	p->lower_fds = NULL;
 	p->f.blobs = NULL;
 	p->layers = NULL;
 }
@@ -352,6 +549,7 @@ static int fetch_layers(struct pull *p, struct cerr *e)
 		par = MAX_PARALLEL;
 	pthread_mutex_init(&p->f.mu, NULL);
 	p->f.cache = &p->cache;
+	p->f.shared = p->sh.fd >= 0 ? &p->sh : NULL;
 	p->f.reg = p->reg;
 	p->f.validate = p->o->validate_cache;
 	p->f.reserve =
@@ -411,6 +609,22 @@ static void empty_dir(int fd)
 		closedir(d);
 }
 
+/* A populated tag: what a cell uses when the registry is down. Written
+ * last, after every entry it names is whole. */
+static int record_tag(struct pull *p, const char *ref, const char *plat,
+		      struct cerr *e)
+{
+	struct share_tag_rec tr = {.ref = (char *)ref,
+				   .platform = (char *)plat,
+				   .manifest = p->manifest_digest,
+				   .config = p->m.config.digest};
+	cleanup_free char *text = share_tag_rec_format(&tr);
+	cleanup_free char *rel = share_tag_key(ref, plat);
+	cleanup_free char *path = cache_path(&p->cache, "%s", rel);
+
+	return fs_write_atomic(path, text, strlen(text), 0644, e);
+}
+
 static int record(struct pull *p, struct cerr *e)
 {
 	size_t n = p->m.n_layers, k = 0;
@@ -424,9 +638,7 @@ static int record(struct pull *p, struct cerr *e)
 	digests[k++] = p->m.config.digest;
 	for (size_t i = 0; i < n; i++)
 		digests[k++] = p->m.layers[i].digest;
-	cleanup_free char *plat =
-	    xasprintf("%s/%s%s%s", p->plat.os, p->plat.arch,
-		      p->plat.variant[0] ? "/" : "", p->plat.variant);
+	cleanup_free char *plat = platform_string(&p->plat);
 	struct cache_image img = {
 	    .config = p->m.config.digest,
 	    .platform = plat,
@@ -436,6 +648,8 @@ static int record(struct pull *p, struct cerr *e)
 
 	ret = cache_record_image(&p->cache, ref, digests, k, &img, e);
 	free(digests);
+	if (ret == 0 && p->cache.shared_layout && p->ref.tag && !p->ref.digest)
+		ret = record_tag(p, ref, plat, e);
 	return ret;
 }
 
@@ -483,6 +697,18 @@ static int setup(struct pull *p, const struct pull_opts *o, struct cerr *e)
 	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR, CACHE_USE,
 		       &p->cache, e) < 0)
 		return -1;
+	if (o->populate && (o->extract_to || o->mount_at))
+		return cerr_set(e, EINVAL,
+				"populate fills a shared cache; it mounts "
+				"and extracts nothing");
+	if (o->populate && cache_make_shared(&p->cache, e) < 0)
+		return -1;
+	if (o->shared_cache && !o->populate) {
+		struct cerr se = {0};
+
+		if (shared_open(o->shared_cache, &p->sh, &se) < 0)
+			warn(p, "%s; pulling from the registry", se.msg);
+	}
 	return registry_open(&p->ref, &ro, &p->reg, e);
 }
 
@@ -490,8 +716,8 @@ static int make_rootfs(struct pull *p, struct cerr *e)
 {
 	if (p->o->mount_at)
 		return overlay_mount(&p->cache, p->config.diff_ids,
-				     p->config.n_diff_ids, p->o->mount_at,
-				     p->o->upper_dir, e);
+				     p->config.n_diff_ids, p->lower_fds,
+				     p->o->mount_at, p->o->upper_dir, e);
 	return 0;
 }
 
@@ -503,15 +729,16 @@ static void fill_result(struct pull *p, struct pull_result *res)
 	res->config = p->config;
 	memset(&p->config, 0, sizeof(p->config));
 	res->n_layers = (int)p->m.n_layers;
+	res->layers_shared = p->layers_shared;
 	for (size_t i = 0; i < p->m.n_layers; i++)
 		res->layers_cached +=
 		    !p->layers[i].needed || p->layers[i].blob->cached;
 }
 
-int pull_image(const struct pull_opts *o, struct pull_result *res,
-	       struct cerr *e)
+static int pull_once(const struct pull_opts *o, struct pull_result *res,
+		     struct cerr *e)
 {
-	struct pull p = {.o = o, .target_fd = -1};
+	struct pull p = {.o = o, .target_fd = -1, .sh = {.fd = -1}};
 	int ret = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -548,6 +775,7 @@ out:
 		close(p.target_fd);
 	cleanup_jobs(&p);
 	registry_close(p.reg);
+	shared_close(&p.sh);
 	cache_close(&p.cache);
 	manifest_free(&p.m);
 	image_config_free(&p.config);
@@ -555,6 +783,33 @@ out:
 	ref_free(&p.ref);
 	free(p.index_digest);
 	return ret;
+}
+
+/* A blob of the share that fails its check (it is read in place, for a
+ * flattened rootfs or a layer the share has packed only) fails the pull
+ * midway: the pull runs again without the share, from the registry. */
+int pull_image(const struct pull_opts *o, struct pull_result *res,
+	       struct cerr *e)
+{
+	struct pull_opts again;
+	cleanup_free char *msg = NULL;
+
+	if (pull_once(o, res, e) == 0)
+		return 0;
+	if (!o->shared_cache || o->populate || e->code != EBADMSG)
+		return -1;
+	msg = xasprintf("shared cache: %s; pulling again from the registry",
+			e->msg);
+	log_warn("%s", msg);
+	if (o->progress) {
+		struct pull_event ev = {
+		    .kind = PULL_EV_WARNING, .layer = -1, .message = msg};
+		o->progress(&ev, o->progress_arg);
+	}
+	again = *o;
+	again.shared_cache = NULL;
+	cerr_clear(e);
+	return pull_once(&again, res, e);
 }
 
 void pull_result_free(struct pull_result *r)

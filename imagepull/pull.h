@@ -34,6 +34,7 @@ enum pull_event_kind {
 	PULL_EV_LAYER,	  /* progress of one layer */
 	PULL_EV_LAYER_DONE,
 	PULL_EV_DONE,
+	PULL_EV_WARNING, /* message: something the user should see */
 };
 
 struct pull_event {
@@ -44,6 +45,7 @@ struct pull_event {
 	uint64_t downloaded; /* compressed bytes fetched so far */
 	uint64_t size;	     /* compressed size from the manifest */
 	bool cached;	     /* the layer needed no download */
+	const char *message; /* PULL_EV_WARNING */
 };
 
 typedef void (*pull_progress_fn)(const struct pull_event *ev, void *arg);
@@ -69,6 +71,13 @@ struct pull_opts {
 	 * not fit") and what it wrote is removed. 0: the default, 5% of the
 	 * filesystem and at most 256 MiB (unpack_reserve). */
 	uint64_t keep_free;
+	/* A read-only second tier (an NFS share a cluster job populates):
+	 * its layers are used in place, its configs and manifests after a
+	 * hash check; tags are still asked of the registry, and the share's
+	 * record is used when the registry cannot be reached. */
+	const char *shared_cache;
+	/* Write the workdir as a shared cache (cell-pull --populate). */
+	bool populate;
 	pull_progress_fn progress;
 	void *progress_arg;
 };
@@ -81,6 +90,7 @@ struct pull_result {
 	struct image_config config;
 	int n_layers;
 	int layers_cached; /* how many needed no download */
+	int layers_shared; /* of those, used in place from the shared tier */
 };
 
 int pull_image(const struct pull_opts *o, struct pull_result *res,
@@ -108,6 +118,7 @@ void pull_library_cleanup(void);
  * be asked (nothing was changed), -1 with e set when the mount failed. */
 struct pull_cached_opts {
 	const char *image, *workdir, *mount_at, *upper_dir, *save_config;
+	const char *shared_cache; /* layers found there are used in place */
 	bool no_wait; /* a gc holding the cache is a miss, not a wait */
 };
 int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e);

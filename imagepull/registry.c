@@ -35,6 +35,7 @@ struct registry {
 	bool plain_http;
 	bool http_fallback; /* loopback: plain HTTP if TLS is not spoken */
 	int retries;
+	bool unreachable;    /* the last failure had no HTTP answer, or a 5xx */
 	long max_recv_speed; /* test seam: CELL_PULL_MAX_RECV_SPEED */
 	long retry_base_ms;  /* test seam: CELL_PULL_RETRY_BASE_MS */
 	CURLSH *share;
@@ -678,6 +679,7 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 		    strstr(cmsg, "wrong version number") && to_plain_http(r, q))
 			continue;
 		if (!retry || attempt >= r->retries) {
+			r->unreachable = retry;
 			if (c == CURLE_SSL_CONNECT_ERROR &&
 			    strstr(cmsg, "wrong version number"))
 				return cerr_set(e, EPROTO,
@@ -750,4 +752,17 @@ int registry_stream_blob(struct registry *r, const char *digest,
 
 	q.url = xasprintf("%s/v2/%s/blobs/%s", r->base, r->repository, digest);
 	return run_req(r, &q, "blob", digest, NULL, e);
+}
+
+int registry_set_retries(struct registry *r, int retries)
+{
+	int old = r->retries;
+
+	r->retries = retries;
+	return old;
+}
+
+bool registry_unreachable(const struct registry *r)
+{
+	return r->unreachable;
 }
