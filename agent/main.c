@@ -43,6 +43,7 @@ struct opts {
 	/* The agent's own log file (Kip reads it through file/) and the
 	 * units' logs: size-rotated; links for log shippers. */
 	const char *agent_log, *containers_log_dir;
+	const char *cdi_spec_dirs; /* CDI spec directories, ':'-separated */
 	int64_t agent_log_max, container_log_max;
 	int agent_log_files, container_log_files;
 };
@@ -66,7 +67,8 @@ enum {
 	O_AGENT_LOG_FILES,
 	O_CTR_LOG_MAX,
 	O_CTR_LOG_FILES,
-	O_CTR_LOG_DIR
+	O_CTR_LOG_DIR,
+	O_CDI_DIRS
 };
 
 static const struct option longopts[] = {
@@ -88,6 +90,7 @@ static const struct option longopts[] = {
     {"container-log-max-size", required_argument, NULL, O_CTR_LOG_MAX},
     {"container-log-max-files", required_argument, NULL, O_CTR_LOG_FILES},
     {"containers-log-dir", required_argument, NULL, O_CTR_LOG_DIR},
+    {"cdi-spec-dirs", required_argument, NULL, O_CDI_DIRS},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
@@ -129,6 +132,9 @@ static void usage(FILE *f)
 	    "unit\n"
 	    "                           logs (/var/log/containers; \"\": "
 	    "none)\n"
+	    "  --cdi-spec-dirs D1:D2    CDI spec directories for units' "
+	    "devices\n"
+	    "                           (/etc/cdi:/var/run/cdi)\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -303,6 +309,9 @@ static int parse_log_arg(int c, struct opts *o)
 				   &o->container_log_files);
 	case O_CTR_LOG_DIR:
 		o->containers_log_dir = optarg;
+		return 0;
+	case O_CDI_DIRS:
+		o->cdi_spec_dirs = optarg;
 		return 0;
 	default:
 		return 1;
@@ -571,6 +580,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .log_max_bytes = o->container_log_max,
 	    .log_max_files = o->container_log_files,
 	    .containers_log_dir = o->containers_log_dir,
+	    .cdi_spec_dirs = o->cdi_spec_dirs,
 	};
 	struct api_backend b = {
 	    .ctx = &ag,
@@ -646,6 +656,7 @@ int main(int argc, char **argv)
 	    .container_log_max = 10 << 20,
 	    .container_log_files = 5,
 	    .containers_log_dir = "/var/log/containers",
+	    .cdi_spec_dirs = "/etc/cdi:/var/run/cdi",
 	};
 	cleanup_free char *monitor = NULL, *helper = NULL;
 	cleanup_free char *pull = NULL, *unpack = NULL;

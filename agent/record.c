@@ -41,6 +41,7 @@ void unit_rec_free(struct unit_rec *u)
 	free(u->fingerprint);
 	free(u->image);
 	free(u->dir);
+	strv_free(u->devices);
 	unit_state_clear(&u->state);
 	unit_state_clear(&u->last_state);
 }

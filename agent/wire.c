@@ -558,7 +558,7 @@ static int parse_credentials(const json_t *root, struct pod_spec *out,
 static int parse_annotations(const json_t *root, struct pod_spec *out,
 			     struct cerr *e)
 {
-	static const char prefix[] = "pod.elotl.co/";
+	static const char prefix[] = "pod.elotl.co/", cdi[] = "cdi.k8s.io/";
 	int r;
 	json_t *o, *v;
 	const char *key;
@@ -574,7 +574,7 @@ static int parse_annotations(const json_t *root, struct pod_spec *out,
 		struct kv *a = &out->annotations[out->n_annotations];
 		char p[AT_MAX];
 
-		if (!str_has_prefix(key, prefix))
+		if (!str_has_prefix(key, prefix) && !str_has_prefix(key, cdi))
 			continue;
 		snprintf(p, sizeof(p), "Annotations[\"%s\"]", key);
 		if (v && !json_is_null(v) && !json_is_string(v))
@@ -1416,8 +1416,11 @@ static int parse_resources(const json_t *spec, struct pod_spec *out,
 		return -1;
 	if (!res)
 		return 0;
-	if (get_str(res, "spec.resources", "memory", &mem, e) < 0)
+	if (get_str(res, "spec.resources", "memory", &mem, e) < 0 ||
+	    get_str(res, "spec.resources", "gpu", &out->gpu, e) < 0) {
+		free(mem);
 		return -1;
+	}
 	if (mem && *mem &&
 	    wire_parse_quantity(mem, &out->memory_limit, e) < 0) {
 		e->code = EINVAL;
@@ -1593,6 +1596,7 @@ void pod_spec_free(struct pod_spec *p)
 	free(p->pod_ip);
 	free(p->pod_hostname);
 	free(p->phase);
+	free(p->gpu);
 	units_free(p->units, p->n_units);
 	units_free(p->init_units, p->n_init_units);
 	pod_lists_free(p);
@@ -1760,6 +1764,12 @@ static json_t *unit_status_json(const struct unit_status *u)
 	jset(o, "restartCount", json_integer(rc));
 	jset(o, "state", state_json(&u->state));
 	jset(o, "lastState", state_json(&u->last_state));
+	if (u->devices && u->devices[0]) { /* cellctl status -o wide */
+		json_t *d = json_array();
+		for (size_t i = 0; u->devices[i]; i++)
+			json_array_append_new(d, json_string(u->devices[i]));
+		jset(o, "devices", d);
+	}
 	return o;
 }
 
