@@ -328,3 +328,51 @@ def test_failing_hook_fails_the_start(cell, host, image):
     c.update_pod(gpu_pod([probe_unit(image)], restart_policy="Never"))
     r = waiting_reason(c)
     assert "createContainer hook " + bad in r and "driver says no" in r, r
+
+
+GPU_MANIFEST = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: x
+  annotations:
+    cdi.k8s.io/fpga: example.com/fpga=a
+spec:
+  restartPolicy: Always
+  containers:
+  - name: gpu
+    image: IMAGE
+    command: ["/bin/sh", "-c", "ls /dev/fake*; exec sleep 1000"]
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+"""
+
+
+def test_cellctl_run_gpu_manifest_and_status_wide(registry, host, image, tmp_path):
+    from test_cellctl import start_cell, wait_for
+    host.write_yaml("nvidia.yaml", host.gpu_spec())
+    host.write("fpga.json", json.dumps({
+        "cdiVersion": "0.3.0", "kind": "example.com/fpga",
+        "devices": [{"name": "a", "containerEdits": {"deviceNodes": [host.node("fakefpga")]}}]}))
+    m = tmp_path / "gpu.yaml"
+    m.write_text(GPU_MANIFEST.replace("IMAGE", image))
+    cell = start_cell(str(tmp_path / "cell"), registry, extra=["--cdi-spec-dirs", host.cdi])
+    try:
+        conv = json.loads(cell.ctl("convert", str(m)).stdout)
+        assert conv["spec"]["resources"]["gpu"] == "1"
+        assert conv["Annotations"] == {"cdi.k8s.io/fpga": "example.com/fpga=a"}
+        cell.ctl("run", str(m), "--timeout", "60")
+        out = wait_for(lambda: (lambda o: o if "/dev/fakegpu1" in o else None)(
+            cell.ctl("logs").stdout))
+        assert "/dev/fakefpga" in out and "/dev/fakectl" in out, out
+        wide = cell.ctl("status", "-o", "wide").stdout
+        assert "devices=nvidia.com/gpu=all,example.com/fpga=a" in wide, wide
+    finally:
+        cell.ctl("delete", "--pod", "default_x", "--grace", "0", check=None)
+        units = os.path.join(cell.dir, "state", "units")
+        deadline = time.monotonic() + 20
+        while os.path.isdir(units) and os.listdir(units) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cell.stop()
+        unmount_below(cell.dir)
