@@ -63,8 +63,8 @@ static json_t *yscalar(const yaml_event_t *ev)
 	    ((v[0] == '-' || v[0] == '+') && isdigit((unsigned char)v[1]))) {
 		errno = 0;
 		i = strtoll(v, &end, 0);
-		if (!*end && !errno && !(v[0] == '0' && n > 1 && v[1] != 'x' &&
-					 v[1] != 'o'))
+		if (!*end && !errno &&
+		    !(v[0] == '0' && n > 1 && v[1] != 'x' && v[1] != 'o'))
 			return json_integer(i);
 	}
 	return json_stringn(v, n);
@@ -100,8 +100,9 @@ static int yplace(struct ybuild *b, json_t *v, int line, struct cerr *e)
 		const char *k = json_string_value(v);
 		if (!json_is_string(v) && !json_is_integer(v)) {
 			json_decref(v);
-			return cerr_set(e, EINVAL, "line %d: a key must be "
-						   "a scalar",
+			return cerr_set(e, EINVAL,
+					"line %d: a key must be "
+					"a scalar",
 					line);
 		}
 		b->keys[b->depth - 1] =
@@ -126,16 +127,18 @@ static int yevent(struct ybuild *b, const yaml_event_t *ev, struct cerr *e)
 
 	switch (ev->type) {
 	case YAML_ALIAS_EVENT:
-		return cerr_set(e, EINVAL, "line %d: YAML aliases are not "
-					   "supported in a CDI spec",
+		return cerr_set(e, EINVAL,
+				"line %d: YAML aliases are not "
+				"supported in a CDI spec",
 				line);
 	case YAML_SCALAR_EVENT:
 		return yplace(b, yscalar(ev), line, e);
 	case YAML_SEQUENCE_START_EVENT:
 	case YAML_MAPPING_START_EVENT:
 		if (b->depth >= YAML_MAX_DEPTH)
-			return cerr_set(e, EINVAL, "line %d: nested deeper "
-						   "than %d",
+			return cerr_set(e, EINVAL,
+					"line %d: nested deeper "
+					"than %d",
 					line, YAML_MAX_DEPTH);
 		c = ev->type == YAML_SEQUENCE_START_EVENT ? json_array()
 							  : json_object();
@@ -226,8 +229,9 @@ static int only_keys(const json_t *o, const char *where,
 		for (size_t i = 0; keys[i] && !ok; i++)
 			ok = !strcmp(k, keys[i]);
 		if (!ok)
-			return cerr_set(e, EINVAL, "%s%sunknown field \"%.64s\"",
-					where, *where ? ": " : "", k);
+			return cerr_set(e, EINVAL,
+					"%s%sunknown field \"%.64s\"", where,
+					*where ? ": " : "", k);
 	}
 	return 0;
 }
@@ -258,7 +262,8 @@ static int get_string(const json_t *o, const char *where, const char *key,
 				at_join(&a, where, key));
 	*out = xstrdup(json_string_value(v));
 	if (required && !**out)
-		return cerr_set(e, EINVAL, "%s: empty", at_join(&a, where, key));
+		return cerr_set(e, EINVAL, "%s: empty",
+				at_join(&a, where, key));
 	return 0;
 }
 
@@ -342,8 +347,8 @@ static int parse_node(const json_t *o, const char *where, struct cdi_node *n,
 		      struct cerr *e)
 {
 	static const char *const keys[] = {
-	    "path", "hostPath", "type", "major", "minor", "fileMode",
-	    "permissions", "uid", "gid", NULL};
+	    "path",	"hostPath",    "type", "major", "minor",
+	    "fileMode", "permissions", "uid",  "gid",	NULL};
 	cleanup_free char *type = NULL;
 	int64_t v;
 
@@ -357,8 +362,7 @@ static int parse_node(const json_t *o, const char *where, struct cdi_node *n,
 		0 ||
 	    get_int(o, where, "minor", 0, 0xfffff, &n->has_minor, &n->minor,
 		    e) < 0 ||
-	    get_int(o, where, "fileMode", 0, 0177777, &n->has_mode, &v, e) <
-		0)
+	    get_int(o, where, "fileMode", 0, 0177777, &n->has_mode, &v, e) < 0)
 		return -1;
 	n->mode = (uint32_t)v;
 	if (get_int(o, where, "uid", 0, UINT32_MAX - 1, &n->has_uid, &v, e) < 0)
@@ -372,8 +376,9 @@ static int parse_node(const json_t *o, const char *where, struct cdi_node *n,
 		return cerr_set(e, EINVAL, "%s: path not absolute", where);
 	if (type && *type) {
 		if (strlen(type) != 1 || !strchr("cbup", type[0]))
-			return cerr_set(e, EINVAL, "%s.type: \"%.16s\" is not "
-						   "c, b, u or p",
+			return cerr_set(e, EINVAL,
+					"%s.type: \"%.16s\" is not "
+					"c, b, u or p",
 					where, type);
 		n->type = type[0] == 'u' ? 'c' : type[0];
 	}
@@ -381,8 +386,9 @@ static int parse_node(const json_t *o, const char *where, struct cdi_node *n,
 	    strcmp(n->permissions, "none") &&
 	    (strlen(n->permissions) > 3 ||
 	     strspn(n->permissions, "rwm") != strlen(n->permissions)))
-		return cerr_set(e, EINVAL, "%s.permissions: \"%.16s\" is not "
-					   "rwm",
+		return cerr_set(e, EINVAL,
+				"%s.permissions: \"%.16s\" is not "
+				"rwm",
 				where, n->permissions);
 	return 0;
 }
@@ -395,8 +401,8 @@ static int parse_mount(const json_t *o, const char *where, struct cdi_mount *m,
 
 	if (only_keys(o, where, keys, e) < 0 ||
 	    get_string(o, where, "hostPath", true, &m->host_path, e) < 0 ||
-	    get_string(o, where, "containerPath", true, &m->container_path,
-		       e) < 0 ||
+	    get_string(o, where, "containerPath", true, &m->container_path, e) <
+		0 ||
 	    get_string(o, where, "type", false, &m->type, e) < 0 ||
 	    get_strings(o, where, "options", &m->options, e) < 0)
 		return -1;
@@ -408,8 +414,8 @@ static int parse_mount(const json_t *o, const char *where, struct cdi_mount *m,
 static int parse_hook(const json_t *o, const char *where, struct cdi_hook *h,
 		      struct cerr *e)
 {
-	static const char *const keys[] = {"hookName", "path", "args", "env",
-					   "timeout", NULL};
+	static const char *const keys[] = {"hookName", "path",	  "args",
+					   "env",      "timeout", NULL};
 	bool has;
 	int64_t t;
 
@@ -442,8 +448,9 @@ static int parse_gids(const json_t *o, const char *where, struct cdi_edits *x,
 	{
 		if (!json_is_integer(g) || json_integer_value(g) < 0 ||
 		    json_integer_value(g) > UINT32_MAX - 1)
-			return cerr_set(e, EINVAL, "%s.additionalGids[%zu]: not "
-						   "a group id",
+			return cerr_set(e, EINVAL,
+					"%s.additionalGids[%zu]: not "
+					"a group id",
 					where, i);
 		if (json_integer_value(g)) /* 0 is ignored, says the spec */
 			x->gids[x->n_gids++] = (uint32_t)json_integer_value(g);
@@ -458,7 +465,8 @@ static int refuse_nonempty(const json_t *o, const char *where, const char *key,
 {
 	json_t *v = json_object_get(o, key);
 
-	if (!v || json_is_null(v) || (json_is_array(v) && !json_array_size(v)) ||
+	if (!v || json_is_null(v) ||
+	    (json_is_array(v) && !json_array_size(v)) ||
 	    (json_is_object(v) && !json_object_size(v)))
 		return 0;
 	return cerr_set(e, ENOTSUP, "%s.%s: not supported by this runtime",
@@ -490,8 +498,8 @@ static int parse_edits(const json_t *o, const char *where, struct cdi_edits *x,
 		       struct cerr *e)
 {
 	static const char *const keys[] = {
-	    "env",	     "deviceNodes", "mounts",	  "hooks",
-	    "additionalGids", "intelRdt",    "netDevices", NULL};
+	    "env",	"deviceNodes", "mounts", "hooks", "additionalGids",
+	    "intelRdt", "netDevices",  NULL};
 
 	if (!json_is_object(o))
 		return cerr_set(e, EINVAL, "%s: not an object", where);
@@ -500,8 +508,8 @@ static int parse_edits(const json_t *o, const char *where, struct cdi_edits *x,
 		return -1;
 	for (size_t i = 0; x->env && x->env[i]; i++)
 		if (!strchr(x->env[i], '=') || x->env[i][0] == '=')
-			return cerr_set(e, EINVAL, "%s.env[%zu]: not NAME=value",
-					where, i);
+			return cerr_set(
+			    e, EINVAL, "%s.env[%zu]: not NAME=value", where, i);
 	PARSE_LIST(o, where, "deviceNodes", x->nodes, x->n_nodes, parse_node);
 	PARSE_LIST(o, where, "mounts", x->mounts, x->n_mounts, parse_mount);
 	PARSE_LIST(o, where, "hooks", x->hooks, x->n_hooks, parse_hook);
@@ -556,8 +564,9 @@ static int parse_device(const json_t *o, const char *where,
 	    get_string(o, where, "name", true, &d->name, e) < 0)
 		return -1;
 	if (!good_segment(d->name, strlen(d->name), true))
-		return cerr_set(e, EINVAL, "%s.name: \"%.64s\" is not a device "
-					   "name",
+		return cerr_set(e, EINVAL,
+				"%s.name: \"%.64s\" is not a device "
+				"name",
 				where, d->name);
 	ed = json_object_get(o, "containerEdits");
 	snprintf(w, sizeof(w), "%s.containerEdits", where);
@@ -570,8 +579,9 @@ static int parse_device(const json_t *o, const char *where,
 
 static int parse_root(const json_t *root, struct cdi_spec *s, struct cerr *e)
 {
-	static const char *const keys[] = {"cdiVersion", "kind", "annotations",
-					   "devices", "containerEdits", NULL};
+	static const char *const keys[] = {"cdiVersion",     "kind",
+					   "annotations",    "devices",
+					   "containerEdits", NULL};
 	json_t *ed, *ann;
 	bool known = false;
 
@@ -585,16 +595,18 @@ static int parse_root(const json_t *root, struct cdi_spec *s, struct cerr *e)
 		return cerr_set(e, ENOTSUP, "unsupported cdiVersion \"%.32s\"",
 				s->version);
 	if (!good_kind(s->kind))
-		return cerr_set(e, EINVAL, "kind: \"%.64s\" is not "
-					   "vendor.com/class",
+		return cerr_set(e, EINVAL,
+				"kind: \"%.64s\" is not "
+				"vendor.com/class",
 				s->kind);
 	ann = json_object_get(root, "annotations");
 	if (ann && !json_is_null(ann) && !json_is_object(ann))
 		return cerr_set(e, EINVAL, "annotations: not a mapping");
 	PARSE_LIST(root, "", "devices", s->devices, s->n_devices, parse_device);
 	if (!s->n_devices)
-		return cerr_set(e, EINVAL, "devices: none (a spec must name "
-					   "at least one)");
+		return cerr_set(e, EINVAL,
+				"devices: none (a spec must name "
+				"at least one)");
 	for (size_t i = 0; i < s->n_devices; i++)
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(s->devices[i].name, s->devices[j].name))
@@ -683,10 +695,9 @@ static bool spec_file(const char *name)
 {
 	size_t n = strlen(name);
 
-	return name[0] != '.' &&
-	       ((n > 5 && !strcmp(name + n - 5, ".json")) ||
-		(n > 5 && !strcmp(name + n - 5, ".yaml")) ||
-		(n > 4 && !strcmp(name + n - 4, ".yml")));
+	return name[0] != '.' && ((n > 5 && !strcmp(name + n - 5, ".json")) ||
+				  (n > 5 && !strcmp(name + n - 5, ".yaml")) ||
+				  (n > 4 && !strcmp(name + n - 4, ".yml")));
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -745,8 +756,7 @@ static void load_dir(struct cdi_registry *r, const char *dir)
 	free(names);
 }
 
-int cdi_registry_load(const char *dirs, struct cdi_registry *r,
-		      struct cerr *e)
+int cdi_registry_load(const char *dirs, struct cdi_registry *r, struct cerr *e)
 {
 	cleanup_free char *copy = xstrdup(dirs ? dirs : CDI_DEFAULT_DIRS);
 	char *save = NULL;
@@ -788,15 +798,17 @@ int cdi_parse_name(const char *q, char *kind, size_t kind_sz, char *name,
 
 	if (!eq || (kl = (size_t)(eq - q)) >= kind_sz ||
 	    strlen(eq + 1) >= name_sz)
-		return cerr_set(e, EINVAL, "\"%.128s\" is not "
-					   "vendor.com/class=name",
+		return cerr_set(e, EINVAL,
+				"\"%.128s\" is not "
+				"vendor.com/class=name",
 				q);
 	memcpy(kind, q, kl);
 	kind[kl] = '\0';
-	strcpy(name, eq + 1);
+	memcpy(name, eq + 1, strlen(eq + 1) + 1);
 	if (!good_kind(kind) || !good_segment(name, strlen(name), true))
-		return cerr_set(e, EINVAL, "\"%.128s\" is not "
-					   "vendor.com/class=name",
+		return cerr_set(e, EINVAL,
+				"\"%.128s\" is not "
+				"vendor.com/class=name",
 				q);
 	return 0;
 }
@@ -821,9 +833,8 @@ static char **strv_copy(char *const *v)
 static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 {
 	out->env = strv_concat(out->env, x->env);
-	out->nodes =
-	    xrealloc(out->nodes, (out->n_nodes + x->n_nodes + 1) *
-				     sizeof(*out->nodes));
+	out->nodes = xrealloc(out->nodes, (out->n_nodes + x->n_nodes + 1) *
+					      sizeof(*out->nodes));
 	for (size_t i = 0; i < x->n_nodes; i++) {
 		struct cdi_node n = x->nodes[i];
 
@@ -832,9 +843,8 @@ static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 		n.permissions = n.permissions ? xstrdup(n.permissions) : NULL;
 		out->nodes[out->n_nodes++] = n;
 	}
-	out->mounts =
-	    xrealloc(out->mounts, (out->n_mounts + x->n_mounts + 1) *
-				      sizeof(*out->mounts));
+	out->mounts = xrealloc(out->mounts, (out->n_mounts + x->n_mounts + 1) *
+						sizeof(*out->mounts));
 	for (size_t i = 0; i < x->n_mounts; i++) {
 		const struct cdi_mount *m = &x->mounts[i];
 
@@ -851,16 +861,15 @@ static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 		    xstrdup(h->name), xstrdup(h->path), strv_copy(h->args),
 		    strv_copy(h->env), h->timeout};
 	}
-	out->gids = xrealloc(out->gids,
-			     (out->n_gids + x->n_gids + 1) * sizeof(*out->gids));
+	out->gids = xrealloc(out->gids, (out->n_gids + x->n_gids + 1) *
+					    sizeof(*out->gids));
 	for (size_t i = 0; i < x->n_gids; i++)
 		out->gids[out->n_gids++] = x->gids[i];
 }
 
 /* The one spec defining kind=name; EEXIST when two files do. */
 static int find_device(const struct cdi_registry *r, const char *kind,
-		       const char *name, size_t *si, size_t *di,
-		       struct cerr *e)
+		       const char *name, size_t *si, size_t *di, struct cerr *e)
 {
 	bool found = false;
 
@@ -950,7 +959,8 @@ int cdi_resolve(const struct cdi_registry *r, char *const *names,
 	memset(out, 0, sizeof(*out));
 	out->env = xcalloc(1, sizeof(char *));
 	for (size_t i = 0; i < r->n_specs; i++)
-		p.dev_used[i] = xcalloc(r->specs[i].n_devices + 1, sizeof(bool));
+		p.dev_used[i] =
+		    xcalloc(r->specs[i].n_devices + 1, sizeof(bool));
 	for (size_t i = 0; names && names[i] && rc == 0; i++)
 		rc = resolve_one(r, &p, names[i], out, e);
 	for (size_t i = 0; i < r->n_specs; i++)

@@ -79,8 +79,8 @@ char **cdi_requests(const char *gpu, const struct kv *ann, size_t n_ann)
 static int fill_from_host(const struct cdi_node *in, struct run_device *d,
 			  struct cerr *e)
 {
-	const char *host = in->host_path && *in->host_path ? in->host_path
-							   : in->path;
+	const char *host =
+	    in->host_path && *in->host_path ? in->host_path : in->path;
 	struct stat st;
 	bool need = !in->type || !in->has_major || !in->has_minor;
 
@@ -117,8 +117,9 @@ static int add_node(const struct cdi_node *in, struct run_config *rc,
 		if (!strcmp(rc->devices[i].path, in->path))
 			return 0; /* two devices share it (nvidiactl) */
 	if (in->type == 'p')
-		return cerr_set(e, ENOTSUP, "CDI device node %s: a FIFO is "
-					    "not supported",
+		return cerr_set(e, ENOTSUP,
+				"CDI device node %s: a FIFO is "
+				"not supported",
 				in->path);
 	if (rc->n_devices >= RUN_MAX_DEVICES)
 		return cerr_set(e, E2BIG, "more than %d CDI device nodes",
@@ -129,7 +130,9 @@ static int add_node(const struct cdi_node *in, struct run_config *rc,
 		return cerr_set(e, EINVAL, "CDI device node %s: bad type",
 				in->path);
 	snprintf(d.access, sizeof(d.access), "%s",
-		 !p || !*p ? "rwm" : !strcmp(p, "none") ? "" : p);
+		 !p || !*p	      ? "rwm"
+		 : !strcmp(p, "none") ? ""
+				      : p);
 	d.uid = in->has_uid ? in->uid : 0;
 	d.gid = in->has_gid ? in->gid : 0;
 	d.path = xstrdup(in->path);
@@ -161,8 +164,9 @@ static int add_mount(const struct cdi_mount *m, struct run_config *rc,
 	struct stat st;
 
 	if (!bind)
-		return cerr_set(e, ENOTSUP, "CDI mount %s: type %s is not "
-					    "supported (bind mounts only)",
+		return cerr_set(e, ENOTSUP,
+				"CDI mount %s: type %s is not "
+				"supported (bind mounts only)",
 				m->container_path, m->type);
 	if (stat(m->host_path, &st) < 0)
 		return cerr_sys(e, "CDI mount %s", m->host_path);
@@ -248,10 +252,11 @@ static int add_hook(const struct cdi_hook *h, struct run_config *rc,
 	else if (!strcmp(h->name, "startContainer"))
 		r.kind = HOOK_START_CONTAINER;
 	else
-		return cerr_set(e, ENOTSUP, "CDI hook %s (%s): only "
-					    "createContainer and "
-					    "startContainer hooks are "
-					    "supported",
+		return cerr_set(e, ENOTSUP,
+				"CDI hook %s (%s): only "
+				"createContainer and "
+				"startContainer hooks are "
+				"supported",
 				h->name, h->path);
 	if (rc->n_hooks >= RUN_MAX_HOOKS)
 		return cerr_set(e, E2BIG, "more than %d CDI hooks",
@@ -259,10 +264,9 @@ static int add_hook(const struct cdi_hook *h, struct run_config *rc,
 	r.path = xstrdup(h->path);
 	r.args = copy_strv(h->args);
 	r.env = copy_strv(h->env);
-	r.timeout_s = h->timeout <= 0 ? RUN_HOOK_TIMEOUT_S
-		      : h->timeout > RUN_HOOK_TIMEOUT_MAX
-			  ? RUN_HOOK_TIMEOUT_MAX
-			  : h->timeout;
+	r.timeout_s = h->timeout <= 0			  ? RUN_HOOK_TIMEOUT_S
+		      : h->timeout > RUN_HOOK_TIMEOUT_MAX ? RUN_HOOK_TIMEOUT_MAX
+							  : h->timeout;
 	rc->hooks = xrealloc(rc->hooks, (rc->n_hooks + 1) * sizeof(r));
 	rc->hooks[rc->n_hooks++] = r;
 	return 0;
@@ -357,8 +361,8 @@ static char *maybe_generate(const struct cdi_opts *o,
 		 ctl, GPU_KIND, ctk, out_arg, code, code < 0 ? ": " : "",
 		 code < 0 ? e.msg : "");
 	if (log.len)
-		log_info("nvidia-ctk: %.*s", (int)(log.len > 2000 ? 2000 : log.len),
-			 log.data);
+		log_info("nvidia-ctk: %.*s",
+			 (int)(log.len > 2000 ? 2000 : log.len), log.data);
 	buf_free(&log);
 	if (code != 0)
 		return xasprintf("%s cdi generate failed (exit %d)", ctk, code);

@@ -8,7 +8,7 @@
 #include "cdi.h"
 #include "runtime.h"
 
-#define CDI_ANN_PREFIX "cdi.k8s.io/"	   /* Kubernetes' key prefix */
+#define CDI_ANN_PREFIX "cdi.k8s.io/"	  /* Kubernetes' key prefix */
 #define CDI_ANN_ELOTL "pod.elotl.co/cdi-" /* what Kip forwards */
 
 struct cdi_opts {

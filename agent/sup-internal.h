@@ -37,7 +37,7 @@ struct unit_rec {
 	struct pullproc *pull;	   /* its image pull, while one runs */
 	struct unit_probes probes; /* this run's probes (when spec has any) */
 	struct unit_state state, last_state;
-	char *dir; /* <state>/units/<name>, units/init.<name> for init */
+	char *dir;	/* <state>/units/<name>, units/init.<name> for init */
 	char **devices; /* the CDI devices of its current run, or NULL */
 };
 

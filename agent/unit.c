@@ -262,7 +262,8 @@ static int add_devices(struct supervisor *s, struct unit_rec *u,
 {
 	struct cdi_opts o = {.dirs = s->o.cdi_spec_dirs,
 			     .nvidia_ctl = getenv("CELL_NVIDIACTL"),
-			     .generate_output = getenv("CELL_CDI_GENERATE_OUTPUT")};
+			     .generate_output =
+				 getenv("CELL_CDI_GENERATE_OUTPUT")};
 	char **req = cdi_requests(s->spec.gpu, s->spec.annotations,
 				  s->spec.n_annotations);
 	int r = cdi_apply(&o, req, rc, e);
@@ -350,7 +351,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	rc->cpu_quota = us->cpu_millis;
 	if (podnet_netns(s)) /* before the sysctls: net.* need it */
 		rc->netns_path = xstrdup(podnet_netns(s));
-	if (add_sysctls(&s->spec, rc, e) < 0 || add_mounts(s, u, run, rc, e) < 0)
+	if (add_sysctls(&s->spec, rc, e) < 0 ||
+	    add_mounts(s, u, run, rc, e) < 0)
 		return -1;
 	return add_devices(s, u, rc, e);
 }

@@ -123,18 +123,23 @@ static const struct mount_op base_ops[] = {
     {MOP_MKNOD, "/dev/zero", "/dev/zero", NULL, 0, NULL, 1, 5, false, NULL},
     {MOP_MKNOD, "/dev/full", "/dev/full", NULL, 0, NULL, 1, 7, false, NULL},
     {MOP_MKNOD, "/dev/random", "/dev/random", NULL, 0, NULL, 1, 8, false, NULL},
-    {MOP_MKNOD, "/dev/urandom", "/dev/urandom", NULL, 0, NULL, 1, 9, false, NULL},
+    {MOP_MKNOD, "/dev/urandom", "/dev/urandom", NULL, 0, NULL, 1, 9, false,
+     NULL},
     {MOP_MKNOD, "/dev/tty", "/dev/tty", NULL, 0, NULL, 5, 0, false, NULL},
     {MOP_MOUNT, "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
      "newinstance,ptmxmode=0666,mode=0620,gid=5", 0, 0, false, NULL},
     {MOP_SYMLINK, "pts/ptmx", "/dev/ptmx", NULL, 0, NULL, 0, 0, false, NULL},
     {MOP_SYMLINK, "/proc/self/fd", "/dev/fd", NULL, 0, NULL, 0, 0, false, NULL},
-    {MOP_SYMLINK, "/proc/self/fd/0", "/dev/stdin", NULL, 0, NULL, 0, 0, false, NULL},
-    {MOP_SYMLINK, "/proc/self/fd/1", "/dev/stdout", NULL, 0, NULL, 0, 0, false, NULL},
-    {MOP_SYMLINK, "/proc/self/fd/2", "/dev/stderr", NULL, 0, NULL, 0, 0, false, NULL},
+    {MOP_SYMLINK, "/proc/self/fd/0", "/dev/stdin", NULL, 0, NULL, 0, 0, false,
+     NULL},
+    {MOP_SYMLINK, "/proc/self/fd/1", "/dev/stdout", NULL, 0, NULL, 0, 0, false,
+     NULL},
+    {MOP_SYMLINK, "/proc/self/fd/2", "/dev/stderr", NULL, 0, NULL, 0, 0, false,
+     NULL},
     {MOP_MOUNT, "shm", "/dev/shm", "tmpfs", MNT_BASE, "mode=1777,size=65536k",
      0, 0, false, NULL},
-    {MOP_MOUNT, "mqueue", "/dev/mqueue", "mqueue", MNT_BASE, NULL, 0, 0, false, NULL},
+    {MOP_MOUNT, "mqueue", "/dev/mqueue", "mqueue", MNT_BASE, NULL, 0, 0, false,
+     NULL},
     {MOP_MOUNT, "sysfs", "/sys", "sysfs", MNT_BASE | MS_RDONLY, NULL, 0, 0,
      false, NULL},
 };
@@ -349,8 +354,9 @@ static int op_mknod(int rootfd, const struct mount_op *op, struct cerr *e)
 	if (errno == EEXIST && !d)
 		return 0;
 	if (errno == EEXIST)
-		return cerr_set(e, EEXIST, "mknod %s: already in the "
-					   "container's /dev",
+		return cerr_set(e, EEXIST,
+				"mknod %s: already in the "
+				"container's /dev",
 				op->target);
 	if (errno != EPERM)
 		return cerr_sys(e, "mknod %s", op->target);

@@ -37,9 +37,9 @@ static char *state_json(const struct run_config *c, enum run_hook_kind k,
 
 	json_object_set_new(o, "ociVersion", json_string("1.0.2"));
 	json_object_set_new(o, "id", json_string(c->id));
-	json_object_set_new(o, "status",
-			    json_string(k == HOOK_CREATE_CONTAINER ? "creating"
-								   : "created"));
+	json_object_set_new(
+	    o, "status",
+	    json_string(k == HOOK_CREATE_CONTAINER ? "creating" : "created"));
 	json_object_set_new(o, "pid", json_integer(pid));
 	json_object_set_new(o, "bundle", json_string(bundle ? bundle : "/"));
 	json_object_set_new(o, "annotations", json_object());
@@ -124,8 +124,7 @@ static int wait_hook(pid_t pid, int err, int64_t deadline, char *msg,
 	return 1;
 }
 
-static int run_one(const struct run_hook *h, const char *state,
-		   struct cerr *e)
+static int run_one(const struct run_hook *h, const char *state, struct cerr *e)
 {
 	int in[2], err[2], status = 0, r;
 	char msg[HOOK_ERR_MAX + 1];

@@ -287,8 +287,8 @@ static int setup_cgroup(struct monitor *m, struct cerr *e)
 {
 	struct cg_layout l;
 	struct cg_limits lim = {m->cfg.memory_limit, m->cfg.cpu_quota,
-				m->cfg.pids_limit, m->cfg.pod_memory_limit,
-				m->cfg.devices, m->cfg.n_devices};
+				m->cfg.pids_limit,   m->cfg.pod_memory_limit,
+				m->cfg.devices,	     m->cfg.n_devices};
 	int rc;
 
 	if (cg_detect_env(&l, e) < 0)
@@ -772,8 +772,7 @@ int monitor_run(const char *unit_dir, int sync_fd)
 	    setup_signals(&m, &e) < 0 || setup_log(&m, &e) < 0 ||
 	    setup_cgroup(&m, &e) < 0 ||
 	    hooks_write_bundle(m.dir, &m.cfg, &e) < 0 ||
-	    spawn(&m, msg, sizeof(msg), &e) < 0 ||
-	    write_state(&m, &e) < 0) {
+	    spawn(&m, msg, sizeof(msg), &e) < 0 || write_state(&m, &e) < 0) {
 		rc = start_failed(&m, &e, true);
 		goto out;
 	}

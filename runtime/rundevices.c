@@ -26,8 +26,8 @@ static int check_path(const char *what, const char *p, struct cerr *e)
 	return 0;
 }
 
-static int get_u32(const json_t *o, const char *key, uint32_t max,
-		   uint32_t def, uint32_t *out, struct cerr *e)
+static int get_u32(const json_t *o, const char *key, uint32_t max, uint32_t def,
+		   uint32_t *out, struct cerr *e)
 {
 	long long v;
 
@@ -49,15 +49,15 @@ static int parse_access(const char *a, char out[4], struct cerr *e)
 		return cerr_set(e, EINVAL, "access: '%.8s' is not rwm", a);
 	for (const char *p = a; *p; p++) {
 		if (!strchr("rwm", *p) || memchr(out, *p, k))
-			return cerr_set(e, EINVAL, "access: '%s' is not rwm", a);
+			return cerr_set(e, EINVAL, "access: '%s' is not rwm",
+					a);
 		out[k++] = *p;
 	}
 	out[k] = '\0';
 	return 0;
 }
 
-static int parse_device(const json_t *d, struct run_device *rd,
-			struct cerr *e)
+static int parse_device(const json_t *d, struct run_device *rd, struct cerr *e)
 {
 	const char *type = jstr(d, "type");
 
@@ -92,14 +92,16 @@ static int parse_hook(const json_t *h, struct run_hook *rh, struct cerr *e)
 	else if (kind && !strcmp(kind, "startContainer"))
 		rh->kind = HOOK_START_CONTAINER;
 	else
-		return cerr_set(e, EINVAL, "kind: not createContainer or "
-					   "startContainer");
+		return cerr_set(e, EINVAL,
+				"kind: not createContainer or "
+				"startContainer");
 	rh->path = jstrdup(h, "path");
 	if (check_path("path", rh->path, e) < 0 ||
 	    jstrv(h, "args", &rh->args, e) < 0 ||
 	    jstrv(h, "env", &rh->env, e) < 0)
 		return -1;
-	if (strv_len(rh->args) > RUN_MAX_ARGS || strv_len(rh->env) > RUN_MAX_ARGS)
+	if (strv_len(rh->args) > RUN_MAX_ARGS ||
+	    strv_len(rh->env) > RUN_MAX_ARGS)
 		return cerr_set(e, EINVAL, "too many args or env entries");
 	if (jint(h, "timeout", RUN_HOOK_TIMEOUT_S, &t, e) < 0)
 		return -1;
@@ -137,7 +139,8 @@ int runconfig_parse_devices(const json_t *root, struct run_config *c,
 	    get_array(root, "hooks", RUN_MAX_HOOKS, &hooks, e) < 0)
 		return -1;
 	if (devs && json_array_size(devs)) {
-		c->devices = xcalloc(json_array_size(devs), sizeof(*c->devices));
+		c->devices =
+		    xcalloc(json_array_size(devs), sizeof(*c->devices));
 		json_array_foreach(devs, i, v)
 		{
 			c->n_devices++;

@@ -54,8 +54,8 @@ struct run_mount {
 	char *data;	     /* fs options ("size=64m,mode=1777") or NULL */
 };
 
-/* A device node the unit gets (CDI's deviceNodes, resolved by the agent):
- * made in the container and allowed in its device cgroup with access. */
+/* A device node given to the unit (CDI's deviceNodes, as the agent resolved
+ * them): made in the container and allowed in its device cgroup with access. */
 #define RUN_MAX_DEVICES 256
 struct run_device {
 	char *path;	 /* absolute, inside the container */
@@ -120,8 +120,8 @@ struct run_config {
 	int64_t log_max_bytes; /* rotate to log_path.1 beyond this; 0 never */
 	int64_t log_max_files; /* files kept, the current one included (2) */
 	char *log_link; /* NULL, or a symlink to log_path made at start */
-	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
-	bool tty;	       /* not supported yet: must be false */
+	int64_t grace_seconds;	    /* SIGTERM → SIGKILL delay on stop */
+	bool tty;		    /* not supported yet: must be false */
 	struct run_device *devices; /* besides the default /dev */
 	size_t n_devices;
 	struct run_hook *hooks; /* in order, per kind */
@@ -472,8 +472,8 @@ int ctr_open_in_root(int rootfd, const char *rel, int flags, bool mkdirs,
 struct ctr_child_args {
 	const struct run_config *cfg;
 	const char *bundle; /* the unit directory: the hooks' OCI state */
-	int sync_fd; /* read "go", write errors; CLOEXEC */
-	int peer_fd; /* the monitor's end: closed first */
+	int sync_fd;	    /* read "go", write errors; CLOEXEC */
+	int peer_fd;	    /* the monitor's end: closed first */
 	int stdin_fd, stdout_fd, stderr_fd; /* become 0, 1, 2 */
 	int netns_fd, ipcns_fd;		    /* -1: none to join */
 };
