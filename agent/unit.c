@@ -262,6 +262,7 @@ static int add_devices(struct supervisor *s, struct unit_rec *u,
 {
 	struct cdi_opts o = {.dirs = s->o.cdi_spec_dirs,
 			     .nvidia_ctl = getenv("CELL_NVIDIACTL"),
+			     .nvidia_ctk = getenv("CELL_NVIDIA_CTK"),
 			     .generate_output =
 				 getenv("CELL_CDI_GENERATE_OUTPUT")};
 	char **req = cdi_requests(s->spec.gpu, s->spec.annotations,

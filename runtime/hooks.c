@@ -74,50 +74,46 @@ static int64_t mono_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Read the hook's stderr until EOF or the deadline; then wait for it
- * (killed once the deadline passes). 0 when it exited 0. */
+/* Read the hook's stderr until the hook has exited (and its stderr is
+ * drained or held open only by something it left behind) or the deadline
+ * passes, which kills it. 0 when it exited, 1 on a timeout. */
 static int wait_hook(pid_t pid, int err, int64_t deadline, char *msg,
 		     size_t msgsz, int *status)
 {
 	size_t n = 0;
-	bool timed_out = false;
+	bool exited = false, eof = false;
 
-	for (;;) {
+	while (!(exited && eof)) {
 		struct pollfd p = {err, POLLIN, 0};
 		int64_t left = deadline - mono_ms();
 		char b[512];
 		ssize_t r;
 
-		if (left <= 0) {
-			timed_out = true;
+		if (!exited && waitpid(pid, status, WNOHANG) == pid)
+			exited = true;
+		if (left <= 0 && !exited)
 			break;
-		}
-		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
-			break;
-		if (!p.revents)
+		/* Once it exited, only what is already in the pipe. */
+		if (eof ||
+		    poll(&p, 1, exited ? 0 : (int)(left < 50 ? left : 50)) <=
+			0) {
+			if (exited)
+				break;
 			continue;
+		}
 		r = read(err, b, sizeof(b));
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
-			break;
+		if (r <= 0) {
+			eof = true;
+			continue;
+		}
 		for (ssize_t i = 0; i < r && n + 1 < msgsz; i++)
 			msg[n++] = b[i] == '\n' ? ' ' : b[i];
 	}
 	msg[n] = '\0';
-	/* The stream ended; the hook may still run (it closed stderr): wait
-	 * out the rest of its time. */
-	while (!timed_out) {
-		pid_t w = waitpid(pid, status, WNOHANG);
-		if (w == pid)
-			return 0;
-		if (w < 0 && errno != EINTR)
-			return -1;
-		if (mono_ms() >= deadline)
-			timed_out = true;
-		else
-			usleep(10000);
-	}
+	if (exited)
+		return 0;
 	kill(pid, SIGKILL);
 	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 		;

@@ -147,10 +147,11 @@ def cell(tmp_path, registry, host):
     emptied and it stops. /dev/nvidiactl is looked for where none is."""
     made = []
 
-    def make():
+    def make(env=None):
         a = start_agent(str(tmp_path / "agent"), "--insecure-registry", registry.host,
                         "--cdi-spec-dirs", host.cdi + ":" + host.cdi + "-run",
-                        env={**FAST, "CELL_NVIDIACTL": os.path.join(host.d, "no-nvidiactl")})
+                        env={**FAST, "CELL_NVIDIACTL": os.path.join(host.d, "no-nvidiactl"),
+                             **(env or {})})
         made.append(a)
         return a, a.client()
 
@@ -376,3 +377,57 @@ def test_cellctl_run_gpu_manifest_and_status_wide(registry, host, image, tmp_pat
             time.sleep(0.1)
         cell.stop()
         unmount_below(cell.dir)
+
+
+def test_nvidia_ctk_writes_the_spec_once(cell, host, image):
+    """/dev/nvidiactl exists, no spec names nvidia.com/gpu: the agent runs
+    nvidia-ctk cdi generate --output=<run dir>/nvidia.yaml once."""
+    ctl = os.path.join(host.dev, "fakectl")
+    calls = os.path.join(host.d, "ctk-calls")
+    ctk = os.path.join(host.d, "nvidia-ctk")
+    spec = os.path.join(host.d, "spec.yaml")
+    with open(spec, "w") as f:
+        f.write(to_yaml(host.gpu_spec()))
+    with open(ctk, "w") as f:
+        f.write(f"""#!/bin/sh
+echo "$*" >> {calls}
+[ "$1 $2" = "cdi generate" ] || exit 2
+out=${{3#--output=}}
+cp {spec} "$out"
+""")
+    os.chmod(ctk, 0o755)
+    out = host.cdi + "-run/nvidia.yaml"
+    a, c = cell(env={"CELL_NVIDIACTL": ctl, "CELL_NVIDIA_CTK": ctk,
+                     "CELL_CDI_GENERATE_OUTPUT": out})
+    c.update_pod(gpu_pod([probe_unit(image), probe_unit(image, name="two")]))
+    assert "open /dev/fakegpu0 ok" in probe_output(c)
+    assert "open /dev/fakegpu1 ok" in probe_output(c, name="two")
+    with open(calls) as f:
+        assert f.read() == f"cdi generate --output={out}\n"
+    assert "ran " + ctk + " cdi generate" in a.log()
+
+
+def test_no_nvidia_ctk_is_the_reason(cell, host, image):
+    a, c = cell(env={"CELL_NVIDIACTL": os.path.join(host.dev, "fakectl"),
+                     "CELL_NVIDIA_CTK": os.path.join(host.d, "no-such-nvidia-ctk")})
+    c.update_pod(gpu_pod([probe_unit(image)]))
+    r = waiting_reason(c)
+    assert r.startswith("CDIDeviceNotFound: nvidia.com/gpu=all"), r
+    assert "nvidia-ctk is not installed" in r, r
+    assert "nvidia-ctk is not installed" in a.log()
+
+
+def test_hook_that_hangs_is_killed_at_its_timeout(cell, host, image):
+    slow = os.path.join(host.d, "slow-hook.sh")
+    with open(slow, "w") as f:
+        f.write("#!/bin/sh\necho 'waiting for the driver' >&2\nexec sleep 60\n")
+    os.chmod(slow, 0o755)
+    spec = host.gpu_spec()
+    spec["containerEdits"]["hooks"] = [{"hookName": "createContainer", "path": slow,
+                                        "timeout": 1}]
+    host.write_yaml("nvidia.yaml", spec)
+    a, c = cell()
+    c.update_pod(gpu_pod([probe_unit(image)], restart_policy="Never"))
+    r = waiting_reason(c)
+    assert "createContainer hook " + slow + ": timed out after 1 s" in r, r
+    assert "waiting for the driver" in r, r
