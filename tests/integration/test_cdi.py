@@ -221,6 +221,13 @@ def test_gpu_pod_gets_every_gpu_device(cell, host, image):
         assert json.load(f)["root"]["path"].endswith("/rootfs")
     u = units_by_name(c.status())["gpu"]
     assert u["devices"] == ["nvidia.com/gpu=all"], u
+    # An agent killed and started again re-adopts the unit, devices and all.
+    a.proc.kill()
+    a.proc.wait()
+    a2, c2 = cell()
+    u = units_by_name(c2.status())["gpu"]
+    assert u["devices"] == ["nvidia.com/gpu=all"] and "running" in u["state"], u
+    assert len(host.hook_states()) == 1
 
 
 def test_hook_runs_once_per_start(cell, host, image):
