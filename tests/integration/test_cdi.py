@@ -438,3 +438,20 @@ def test_hook_that_hangs_is_killed_at_its_timeout(cell, host, image):
     r = waiting_reason(c)
     assert "createContainer hook " + slow + ": timed out after 1 s" in r, r
     assert "waiting for the driver" in r, r
+
+
+def test_cdi_spec_dirs_as_an_itzo_flag(tmp_path, registry, host, image):
+    """cell_config.yaml's itzoFlag-cdi-spec-dirs sets --cdi-spec-dirs."""
+    host.write_yaml("nvidia.yaml", host.gpu_spec())
+    a = start_agent(str(tmp_path / "agent"), "--insecure-registry", registry.host,
+                    boot_config=f"itzoFlag-cdi-spec-dirs: {host.cdi}\n",
+                    env={**FAST, "CELL_NVIDIACTL": os.path.join(host.d, "no-nvidiactl")})
+    try:
+        c = a.client()
+        c.update_pod(gpu_pod([probe_unit(image)]))
+        assert "open /dev/fakegpu0 ok" in probe_output(c)
+        c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+        wait_units_gone(a)
+    finally:
+        assert a.stop() == 0, a.log()[-3000:]
+        unmount_below(a.dir)
