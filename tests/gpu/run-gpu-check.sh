@@ -44,6 +44,7 @@ finish() {
 		echo "left $W: something is still mounted below it"
 	fi
 	echo "GPU CHECK: $RESULT"
+	[ "$RESULT" = PASS ] || exit 1
 }
 trap finish EXIT
 
@@ -98,9 +99,10 @@ else
 	for t in ls cat; do cp -L "$(command -v $t)" "$R/bin/$t"; done
 fi
 SMI=$(command -v nvidia-smi)
-# The loader and every library nvidia-smi (and a host sh) needs, at the
-# host's paths, so its own loader finds them.
-for b in "$SMI" "$R/bin/sh"; do
+# The loader and every library nvidia-smi, libnvidia-ml (which it
+# dlopens) and a host sh need, at the host's paths, so that its own loader
+# finds them.
+for b in "$SMI" "$R/bin/sh" $(ldconfig -p | awk '/libnvidia-ml\.so/{print $NF}'); do
 	ldd "$b" 2>/dev/null | awk '/=> \//{print $3} /^\t\//{print $1}'
 done | sort -u | while read -r lib; do
 	mkdir -p "$R$(dirname "$lib")"
