@@ -153,6 +153,7 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
+.PHONY: gpu-kit
 .PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release \
 	static static-test image image-test image-boot-test soak
 # Keep test objects between builds (they are intermediate to pattern rules).
@@ -294,6 +295,16 @@ $(OUT)/tests/%: $(call obj,tests/unit/%.c) $(LIBS)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# The GPU check's kit (tests/gpu/make-kit.sh): cell-monitor, cdi-runjson
+# and the shared libraries they load, for a machine without our deps.
+$(OUT)/gpu/cdi-runjson: $(call obj,tests/gpu/cdi-runjson.c) $(LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+gpu-kit: $(OUT)/bin/cell-monitor $(OUT)/gpu/cdi-runjson
+	OUT=$(OUT) tests/gpu/make-kit.sh
 
 # Fuzz harnesses: the same file linked with a replay main (runs in every
 # `make check`) or, with clang, with libFuzzer.

@@ -146,6 +146,9 @@ struct pod_spec {
 	 * by (the sum of the units' limits, else requests). Never a unit's
 	 * limit. */
 	int64_t memory_limit;
+	/* spec.resources.gpu ("1", "2 nvidia-tesla-t4"): not empty means every
+	 * unit gets nvidia.com/gpu=all through CDI (agent/cdiapply.c). */
+	char *gpu;
 	/* secrets: name → key → bytes (decoded from base64) */
 	struct secret {
 		char *name;
@@ -160,7 +163,7 @@ struct pod_spec {
 		char *server;
 	} * credentials;
 	size_t n_credentials;
-	struct kv *annotations; /* only "pod.elotl.co/" keys kept */
+	struct kv *annotations; /* only "pod.elotl.co/", "cdi.k8s.io/" kept */
 	size_t n_annotations;
 	/* DNS and /etc/hosts inputs. The controller also deploys the finished
 	 * files as the resolvconf and etchosts packages. */
@@ -209,6 +212,7 @@ struct unit_state {
 
 struct unit_status {
 	char *name, *image;
+	char *const *devices; /* its CDI devices; NULL: none */
 	bool ready;
 	int started; /* -1 null, 0 false, 1 true */
 	int restart_count;

@@ -47,6 +47,7 @@ struct opts {
 	/* The agent's own log file (Kip reads it through file/) and the
 	 * units' logs: size-rotated; links for log shippers. */
 	const char *agent_log, *containers_log_dir;
+	const char *cdi_spec_dirs; /* CDI spec directories, ':'-separated */
 	int64_t agent_log_max, container_log_max;
 	int agent_log_files, container_log_files;
 	/* The shared image cache (imagecache.h). */
@@ -79,6 +80,7 @@ enum {
 	O_IC_MOUNT_DIR,
 	O_IC_MOUNT_OPTS,
 	O_IC_MOUNT_CMD,
+	O_CDI_DIRS,
 };
 
 static const struct option longopts[] = {
@@ -106,6 +108,7 @@ static const struct option longopts[] = {
     {"image-cache-mount-dir", required_argument, NULL, O_IC_MOUNT_DIR},
     {"image-cache-mount-opts", required_argument, NULL, O_IC_MOUNT_OPTS},
     {"image-cache-mount-cmd", required_argument, NULL, O_IC_MOUNT_CMD},
+    {"cdi-spec-dirs", required_argument, NULL, O_CDI_DIRS},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
@@ -157,6 +160,9 @@ static void usage(FILE *f)
 	    "unit\n"
 	    "                           logs (/var/log/containers; \"\": "
 	    "none)\n"
+	    "  --cdi-spec-dirs D1:D2    CDI spec directories for units' "
+	    "devices\n"
+	    "                           (/etc/cdi:/var/run/cdi)\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -359,6 +365,8 @@ static int parse_log_arg(int c, struct opts *o)
 		return 0;
 	case O_IC_MOUNT_CMD:
 		o->ic.mount_cmd = optarg;
+	case O_CDI_DIRS:
+		o->cdi_spec_dirs = optarg;
 		return 0;
 	default:
 		return 1;
@@ -641,6 +649,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .log_max_bytes = o->container_log_max,
 	    .log_max_files = o->container_log_files,
 	    .containers_log_dir = o->containers_log_dir,
+	    .cdi_spec_dirs = o->cdi_spec_dirs,
 	};
 	struct api_backend b = {
 	    .ctx = &ag,
@@ -717,6 +726,7 @@ int main(int argc, char **argv)
 	    .container_log_max = 10 << 20,
 	    .container_log_files = 5,
 	    .containers_log_dir = "/var/log/containers",
+	    .cdi_spec_dirs = "/etc/cdi:/var/run/cdi",
 	};
 	cleanup_free char *monitor = NULL, *helper = NULL;
 	cleanup_free char *pull = NULL, *unpack = NULL;

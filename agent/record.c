@@ -42,6 +42,7 @@ void unit_rec_free(struct unit_rec *u)
 	free(u->fingerprint);
 	free(u->image);
 	free(u->dir);
+	strv_free(u->devices);
 	unit_state_clear(&u->state);
 	unit_state_clear(&u->last_state);
 }
@@ -102,6 +103,12 @@ int record_save(const struct unit_rec *u, struct cerr *e)
 	json_object_set_new(j, "backoff", json_integer(u->backoff_n));
 	json_object_set_new(j, "state", state_json(&u->state));
 	json_object_set_new(j, "lastState", state_json(&u->last_state));
+	if (u->devices && u->devices[0]) {
+		json_t *d = json_array();
+		for (size_t i = 0; u->devices[i]; i++)
+			json_array_append_new(d, json_string(u->devices[i]));
+		json_object_set_new(j, "devices", d);
+	}
 	text = json_dumps(j, JSON_COMPACT);
 	if (fs_mkdir_p(u->dir, 0700, e) < 0)
 		return -1;
@@ -160,5 +167,9 @@ int record_load(struct unit_rec *u, struct cerr *e)
 		u->backoff_n = (int)v;
 	state_from(json_object_get(j, "state"), &u->state);
 	state_from(json_object_get(j, "lastState"), &u->last_state);
+	strv_free(u->devices);
+	u->devices = NULL;
+	if (jstrv(j, "devices", &u->devices, NULL) < 0)
+		u->devices = NULL; /* a record of an older agent: none */
 	return 0;
 }

@@ -38,7 +38,8 @@ struct unit_rec {
 	struct pullproc *pull;	   /* its image pull, while one runs */
 	struct unit_probes probes; /* this run's probes (when spec has any) */
 	struct unit_state state, last_state;
-	char *dir; /* <state>/units/<name>, units/init.<name> for init */
+	char *dir;	/* <state>/units/<name>, units/init.<name> for init */
+	char **devices; /* the CDI devices of its current run, or NULL */
 };
 
 /* podnet.c: the pod's network namespace (netsetup/). */

@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "cdi.h"
 #include "buf.h"
 #include "cleanup.h"
 #include "digest.h"
@@ -462,6 +463,7 @@ static void fill_status(const struct unit_rec *u, struct unit_status *o)
 {
 	o->name = u->name;
 	o->image = u->image;
+	o->devices = u->devices;
 	/* A completed init unit is ready, as the kubelet reports it and
 	 * Kip's status conversion expects. */
 	o->ready = (u->ready && u->phase == PH_RUNNING) ||
@@ -740,6 +742,8 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 	    o->containers_log_dir && *o->containers_log_dir
 		? xstrdup(o->containers_log_dir)
 		: NULL;
+	s->o.cdi_spec_dirs =
+	    xstrdup(o->cdi_spec_dirs ? o->cdi_spec_dirs : CDI_DEFAULT_DIRS);
 	while (o->insecure_registries && o->insecure_registries[n])
 		n++;
 	s->insecure = xcalloc(n + 1, sizeof(char *));
@@ -815,6 +819,7 @@ static void sup_free(struct supervisor *s)
 	free((char *)s->o.pull_bin);
 	free((char *)s->o.packages_dir);
 	free((char *)s->o.containers_log_dir);
+	free((char *)s->o.cdi_spec_dirs);
 	close(s->evfd);
 	close(s->epfd);
 	pthread_mutex_destroy(&s->mu);

@@ -30,6 +30,8 @@ struct sup_opts {
 	int64_t log_max_bytes;
 	int log_max_files;
 	const char *containers_log_dir;
+	/* CDI spec directories, ':'-separated (NULL: /etc/cdi:/var/run/cdi). */
+	const char *cdi_spec_dirs;
 };
 
 /* Load state from state_dir (re-adopting running units) and start the

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cdiapply.h"
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
@@ -302,6 +303,27 @@ static int add_sysctls(const struct pod_spec *pod, struct run_config *rc,
 	return 0;
 }
 
+/* The pod's CDI devices (a GPU pod's nvidia.com/gpu=all, annotations),
+ * the same in every unit; remembered for the status. */
+static int add_devices(struct supervisor *s, struct unit_rec *u,
+		       struct run_config *rc, struct cerr *e)
+{
+	struct cdi_opts o = {.dirs = s->o.cdi_spec_dirs,
+			     .nvidia_ctl = getenv("CELL_NVIDIACTL"),
+			     .nvidia_ctk = getenv("CELL_NVIDIA_CTK"),
+			     .generate_output =
+				 getenv("CELL_CDI_GENERATE_OUTPUT")};
+	char **req = cdi_requests(s->spec.gpu, s->spec.annotations,
+				  s->spec.n_annotations);
+	int r = cdi_apply(&o, req, rc, e);
+
+	strv_free(u->devices);
+	u->devices = r == 0 ? req : NULL;
+	if (r < 0)
+		strv_free(req);
+	return r;
+}
+
 static char *hostname_of(const struct pod_spec *pod)
 {
 	const char *h = pod->hostname && *pod->hostname ? pod->hostname
@@ -391,9 +413,10 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 		rc->netns_path = xstrdup(podnet_netns(s));
 	if (podns_paths(s, &rc->pid_ns_path, &rc->ipc_ns_path, e) < 0)
 		return -1;
-	if (add_sysctls(&s->spec, rc, e) < 0)
+	if (add_sysctls(&s->spec, rc, e) < 0 ||
+	    add_mounts(s, u, run, rc, e) < 0)
 		return -1;
-	return add_mounts(s, u, run, rc, e);
+	return add_devices(s, u, rc, e);
 }
 
 /* run.json for the monitor, which reads it at once: replaced, not synced
@@ -545,7 +568,15 @@ static void start_failed(struct supervisor *s, struct unit_rec *u, bool pulled,
 	struct cerr ignore = {0};
 
 	log_warn("unit %s: %s", u->name, e->msg);
-	if (!pulled || storage_trouble(e->code)) {
+	if (str_has_prefix(e->msg, "CDI")) {
+		/* A device the cell does not have, or a spec that cannot be
+		 * applied (yet: specs and drivers may come later): wait with
+		 * the reason, never start without it. */
+		set_waiting(u, e->msg, false);
+		u->not_before_ns =
+		    s->ops->now() +
+		    plan_backoff_ns(++u->backoff_n, backoff_unit_ns());
+	} else if (!pulled || storage_trouble(e->code)) {
 		/* Image trouble is often passing, and so is a full state
 		 * filesystem: wait and retry, never a startFailure (Kip
 		 * fails the pod on one). */

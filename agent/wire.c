@@ -418,7 +418,7 @@ static int parse_credentials(const json_t *root, struct pod_spec *out,
 static int parse_annotations(const json_t *root, struct pod_spec *out,
 			     struct cerr *e)
 {
-	static const char prefix[] = "pod.elotl.co/";
+	static const char prefix[] = "pod.elotl.co/", cdi[] = "cdi.k8s.io/";
 	int r;
 	json_t *o, *v;
 	const char *key;
@@ -434,7 +434,7 @@ static int parse_annotations(const json_t *root, struct pod_spec *out,
 		struct kv *a = &out->annotations[out->n_annotations];
 		char p[AT_MAX];
 
-		if (!str_has_prefix(key, prefix))
+		if (!str_has_prefix(key, prefix) && !str_has_prefix(key, cdi))
 			continue;
 		snprintf(p, sizeof(p), "Annotations[\"%s\"]", key);
 		if (v && !json_is_null(v) && !json_is_string(v))
@@ -1282,8 +1282,11 @@ static int parse_resources(const json_t *spec, struct pod_spec *out,
 		return -1;
 	if (!res)
 		return 0;
-	if (get_str(res, "spec.resources", "memory", &mem, e) < 0)
+	if (get_str(res, "spec.resources", "memory", &mem, e) < 0 ||
+	    get_str(res, "spec.resources", "gpu", &out->gpu, e) < 0) {
+		free(mem);
 		return -1;
+	}
 	if (mem && *mem && quantity_value(mem, &out->memory_limit, e) < 0) {
 		e->code = EINVAL;
 		ret = cerr_prefix(e, "spec.resources.memory");
@@ -1458,6 +1461,7 @@ void pod_spec_free(struct pod_spec *p)
 	free(p->pod_ip);
 	free(p->pod_hostname);
 	free(p->phase);
+	free(p->gpu);
 	units_free(p->units, p->n_units);
 	units_free(p->init_units, p->n_init_units);
 	pod_lists_free(p);

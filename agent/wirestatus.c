@@ -165,6 +165,12 @@ static json_t *unit_status_json(const struct unit_status *u)
 	jset(o, "restartCount", json_integer(rc));
 	jset(o, "state", state_json(&u->state));
 	jset(o, "lastState", state_json(&u->last_state));
+	if (u->devices && u->devices[0]) { /* cellctl status -o wide */
+		json_t *d = json_array();
+		for (size_t i = 0; u->devices[i]; i++)
+			json_array_append_new(d, json_string(u->devices[i]));
+		jset(o, "devices", d);
+	}
 	return o;
 }
 

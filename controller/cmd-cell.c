@@ -154,6 +154,19 @@ static const char *state_name(const json_t *u, const char *key, char *detail,
 	return "-";
 }
 
+/* The CDI devices a unit got (the agent's "devices"), for -o wide. */
+static void print_devices(const json_t *devs)
+{
+	json_t *d;
+	size_t i;
+
+	if (!json_array_size(devs))
+		return;
+	printf(" devices=");
+	json_array_foreach(devs, i, d)
+	    printf("%s%s", i ? "," : "", json_string_value(d) ?: "");
+}
+
 static void status_rows(const json_t *list, const char *prefix, bool wide,
 			const json_t *usage)
 {
@@ -181,6 +194,7 @@ static void status_rows(const json_t *list, const char *prefix, bool wide,
 				   ?: "",
 			       json_number_value(json_object_get(usage, ck)),
 			       json_number_value(json_object_get(usage, mk)));
+			print_devices(json_object_get(u, "devices"));
 		}
 		putchar('\n');
 	}

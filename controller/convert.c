@@ -635,6 +635,9 @@ static int choose_instance(json_t *spec, json_t *rs,
 	return 0;
 }
 
+/* Kip forwards pod.elotl.co/ keys only; cellctl also passes Kubernetes'
+ * CDI device annotations (cdi.k8s.io/<name>: vendor.com/class=name), which
+ * the agent honours like pod.elotl.co/cdi-<name>. */
 static json_t *elotl_annotations(const json_t *ann)
 {
 	json_t *out = json_object(), *v;
@@ -642,7 +645,9 @@ static json_t *elotl_annotations(const json_t *ann)
 
 	json_object_foreach((json_t *)ann, k, v)
 	{
-		if (str_has_prefix(k, ELOTL_PREFIX) && json_is_string(v))
+		if ((str_has_prefix(k, ELOTL_PREFIX) ||
+		     str_has_prefix(k, "cdi.k8s.io/")) &&
+		    json_is_string(v))
 			json_object_set(out, k, v);
 	}
 	return out;

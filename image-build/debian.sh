@@ -16,6 +16,12 @@
 # system with Debian's cloud-init and curl, and none of our files; the
 # user data installs the release (image-build/init/custom-image.cloud-config).
 #
+# GPU=1 (cell images only) builds cell-debian-gpu: the same plus NVIDIA's
+# driver (Debian's non-free nvidia-driver, built by DKMS for the image's
+# kernel) and nvidia-container-toolkit from NVIDIA's repository, whose
+# nvidia-ctk writes the CDI spec the agent reads (docs/image-build.md, "GPU
+# cells"). Needs NVIDIA's repository reachable; not part of make image.
+#
 # Needs root, mmdebstrap, extlinux, qemu-utils and a built tree (`make`).
 set -euo pipefail
 # shellcheck source=image-build/common.sh
@@ -28,7 +34,9 @@ if [ "${1:-}" = --custom ]; then
 fi
 [ $# -eq 1 ] || img_die "usage: debian.sh [--custom] OUTDIR"
 out=$(mkdir -p "$1" && cd "$1" && pwd)
-name=cell-debian${custom:+-custom}
+GPU=${GPU:-}
+[ -z "$GPU" ] || [ -z "$custom" ] || img_die "GPU=1 is for the cell image"
+name=cell-debian${custom:+-custom}${GPU:+-gpu}
 SUITE=${SUITE:-bookworm}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 SIZE_MB=${SIZE_MB:-1024}
@@ -66,6 +74,23 @@ pkgs+=,libcurl4,$(runtime_packages)
 if [ -n "$custom" ]; then
 	pkgs+=,cloud-init,curl,python3-minimal
 fi
+# GPU cells: the driver from Debian's non-free archive, the toolkit from
+# NVIDIA's (signed by its key, fetched here into a keyring of our own).
+sources=("deb ${MIRROR%/debian}/debian-security $SUITE-security main")
+components=main
+keyring_opt=()
+if [ -n "$GPU" ]; then
+	NVIDIA_REPO=${NVIDIA_REPO:-https://nvidia.github.io/libnvidia-container/stable/deb}
+	components="main contrib non-free non-free-firmware"
+	pkgs+=,linux-headers-amd64,nvidia-driver,firmware-misc-nonfree
+	pkgs+=,nvidia-container-toolkit
+	gpu_key=$out/.nvidia-container-toolkit.gpg
+	[ -s "$gpu_key" ] || curl -fsSL "$NVIDIA_REPO/../gpgkey" |
+		gpg --dearmor >"$gpu_key" || img_die "NVIDIA's key: $NVIDIA_REPO"
+	sources=("deb ${MIRROR%/debian}/debian-security $SUITE-security $components"
+		"deb [signed-by=$gpu_key] $NVIDIA_REPO/\$(ARCH) /")
+	keyring_opt=(--keyring=/usr/share/keyrings --keyring="$gpu_key")
+fi
 img_log "$name: packages $pkgs"
 
 root=$(mktemp -d "$out/.root.XXXXXX")
@@ -84,17 +109,18 @@ initramfs_conf='mkdir -p "$1/etc/initramfs-tools/conf.d" &&
 # a tarball beside the images, named by what went into it, and reused while
 # the package list and the hook stay the same. Delete OUTDIR/.base-* for
 # the archive's newer packages.
-key=$(printf '%s\n' "$SUITE" "$MIRROR" "$pkgs" "$initramfs_conf" |
+key=$(printf '%s\n' "$SUITE" "$MIRROR" "$pkgs" "$initramfs_conf" ${GPU:+"${sources[*]}"} |
 	sha256sum | cut -c1-16)
 base=$out/.base-$name-$key.tar
 if [ ! -f "$base" ]; then
 	rm -f "$out/.base-$name-"*.tar
 	mmdebstrap --variant=minbase --format=tar --include="$pkgs" \
+		--components="$components" "${keyring_opt[@]}" \
 		--dpkgopt='path-exclude=/usr/share/doc/*' \
 		--dpkgopt='path-exclude=/usr/share/man/*' \
 		--dpkgopt='path-exclude=/usr/share/locale/*' \
 		--setup-hook="$initramfs_conf" "$SUITE" "$base.tmp" "$MIRROR" \
-		"deb ${MIRROR%/debian}/debian-security $SUITE-security main" >&2
+		"${sources[@]}" >&2
 	mv "$base.tmp" "$base"
 fi
 tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -xpf "$base"

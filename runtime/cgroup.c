@@ -461,12 +461,35 @@ static const struct dev_rule dev_rules[] = {
     {'c', 136, -1, "rwm"},		       /* pts */
 };
 
-static int v1_devices(const char *dir, struct cerr *e)
+/* The default rules followed by the unit's own devices (CDI's, each with
+ * its access; one with none adds nothing). Caller frees. */
+static struct dev_rule *all_rules(const struct cg_limits *lim, size_t *n)
+{
+	struct dev_rule *r =
+	    xcalloc(ARRAY_SIZE(dev_rules) + lim->n_devices, sizeof(*r));
+	size_t k = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(dev_rules); i++)
+		r[k++] = dev_rules[i];
+	for (size_t i = 0; i < lim->n_devices; i++) {
+		const struct run_device *d = &lim->devices[i];
+
+		if (!d->access[0])
+			continue;
+		r[k++] = (struct dev_rule){d->type, (int)d->major,
+					   (int)d->minor, d->access};
+	}
+	*n = k;
+	return r;
+}
+
+static int v1_devices(const char *dir, const struct dev_rule *rules,
+		      size_t n_rules, struct cerr *e)
 {
 	if (cg_write(dir, "devices.deny", "a", e) < 0)
 		return -1;
-	for (size_t i = 0; i < ARRAY_SIZE(dev_rules); i++) {
-		const struct dev_rule *r = &dev_rules[i];
+	for (size_t i = 0; i < n_rules; i++) {
+		const struct dev_rule *r = &rules[i];
 		char v[64], maj[16] = "*", min[16] = "*";
 
 		if (r->major >= 0)
@@ -503,7 +526,8 @@ static int access_bits(const char *a)
 /* The allowlist as a cgroup device program, the way runc builds it: r2 =
  * device type, r3 = access, r4 = major, r5 = minor; one block per rule that
  * returns 1 on a match and jumps to the next block otherwise. */
-static size_t build_dev_prog(struct bpf_insn *p)
+static size_t build_dev_prog(struct bpf_insn *p, const struct dev_rule *rules,
+			     size_t n_rules)
 {
 	size_t n = 0;
 
@@ -513,8 +537,8 @@ static size_t build_dev_prog(struct bpf_insn *p)
 	p[n++] = ALU_K(BPF_RSH, 3, 16);
 	p[n++] = LDX_W(4, 1, 4);
 	p[n++] = LDX_W(5, 1, 8);
-	for (size_t i = 0; i < ARRAY_SIZE(dev_rules); i++) {
-		const struct dev_rule *r = &dev_rules[i];
+	for (size_t i = 0; i < n_rules; i++) {
+		const struct dev_rule *r = &rules[i];
 		size_t start = n,
 		       len = 4 + (r->major >= 0) + (r->minor >= 0) + 2;
 		/* A jump's offset skips the rest of this block. */
@@ -545,15 +569,17 @@ static size_t build_dev_prog(struct bpf_insn *p)
 	return n;
 }
 
-static int v2_devices(const char *dir, struct cerr *e)
+static int v2_devices(const char *dir, const struct dev_rule *rules,
+		      size_t n_rules, struct cerr *e)
 {
-	struct bpf_insn prog[6 + 8 * ARRAY_SIZE(dev_rules) + 2];
+	cleanup_free struct bpf_insn *prog =
+	    xcalloc(6 + 8 * n_rules + 2, sizeof(*prog));
 	union bpf_attr a;
 	cleanup_close int cg = -1, pfd = -1;
 
 	memset(&a, 0, sizeof(a));
 	a.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
-	a.insn_cnt = (__u32)build_dev_prog(prog);
+	a.insn_cnt = (__u32)build_dev_prog(prog, rules, n_rules);
 	a.insns = (__u64)(uintptr_t)prog;
 	a.license = (__u64)(uintptr_t) "Apache";
 	pfd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &a, sizeof(a));
@@ -572,16 +598,20 @@ static int v2_devices(const char *dir, struct cerr *e)
 	return 0;
 }
 
-static int apply_devices(const struct cgroup *cg, struct cerr *e)
+static int apply_devices(const struct cgroup *cg, const struct cg_limits *lim,
+			 struct cerr *e)
 {
+	size_t n_rules;
+	cleanup_free struct dev_rule *rules = all_rules(lim, &n_rules);
+
 	for (size_t i = 0; i < cg->n; i++) {
 		const char *d = cg->dirs[i];
 		int rc = 0;
 
 		if (cg->v2[i] && !is_fake(d))
-			rc = v2_devices(d, e);
+			rc = v2_devices(d, rules, n_rules, e);
 		else if ((int)i == cg->devices)
-			rc = v1_devices(d, e);
+			rc = v1_devices(d, rules, n_rules, e);
 		if (rc < 0)
 			return cerr_prefix(e, "devices");
 	}
@@ -632,7 +662,7 @@ int cg_create(const struct cg_layout *l, const char *rel,
 			cg->devices = (int)cg->n;
 		cg->n++;
 	}
-	if (apply_limits(cg, lim, e) < 0 || apply_devices(cg, e) < 0 ||
+	if (apply_limits(cg, lim, e) < 0 || apply_devices(cg, lim, e) < 0 ||
 	    make_leaves(cg, e) < 0)
 		goto fail;
 	return 0;

@@ -118,27 +118,32 @@ static int ensure_target(int rootfd, const char *target, bool dir,
 #define MNT_BASE (MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 static const struct mount_op base_ops[] = {
-    {MOP_MOUNT, "proc", "/proc", "proc", MNT_BASE, NULL, 0, 0, false},
+    {MOP_MOUNT, "proc", "/proc", "proc", MNT_BASE, NULL, 0, 0, false, NULL},
     {MOP_MOUNT, "tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_STRICTATIME,
-     "mode=755,size=65536k", 0, 0, false},
-    {MOP_MKNOD, "/dev/null", "/dev/null", NULL, 0, NULL, 1, 3, false},
-    {MOP_MKNOD, "/dev/zero", "/dev/zero", NULL, 0, NULL, 1, 5, false},
-    {MOP_MKNOD, "/dev/full", "/dev/full", NULL, 0, NULL, 1, 7, false},
-    {MOP_MKNOD, "/dev/random", "/dev/random", NULL, 0, NULL, 1, 8, false},
-    {MOP_MKNOD, "/dev/urandom", "/dev/urandom", NULL, 0, NULL, 1, 9, false},
-    {MOP_MKNOD, "/dev/tty", "/dev/tty", NULL, 0, NULL, 5, 0, false},
+     "mode=755,size=65536k", 0, 0, false, NULL},
+    {MOP_MKNOD, "/dev/null", "/dev/null", NULL, 0, NULL, 1, 3, false, NULL},
+    {MOP_MKNOD, "/dev/zero", "/dev/zero", NULL, 0, NULL, 1, 5, false, NULL},
+    {MOP_MKNOD, "/dev/full", "/dev/full", NULL, 0, NULL, 1, 7, false, NULL},
+    {MOP_MKNOD, "/dev/random", "/dev/random", NULL, 0, NULL, 1, 8, false, NULL},
+    {MOP_MKNOD, "/dev/urandom", "/dev/urandom", NULL, 0, NULL, 1, 9, false,
+     NULL},
+    {MOP_MKNOD, "/dev/tty", "/dev/tty", NULL, 0, NULL, 5, 0, false, NULL},
     {MOP_MOUNT, "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-     "newinstance,ptmxmode=0666,mode=0620,gid=5", 0, 0, false},
-    {MOP_SYMLINK, "pts/ptmx", "/dev/ptmx", NULL, 0, NULL, 0, 0, false},
-    {MOP_SYMLINK, "/proc/self/fd", "/dev/fd", NULL, 0, NULL, 0, 0, false},
-    {MOP_SYMLINK, "/proc/self/fd/0", "/dev/stdin", NULL, 0, NULL, 0, 0, false},
-    {MOP_SYMLINK, "/proc/self/fd/1", "/dev/stdout", NULL, 0, NULL, 0, 0, false},
-    {MOP_SYMLINK, "/proc/self/fd/2", "/dev/stderr", NULL, 0, NULL, 0, 0, false},
+     "newinstance,ptmxmode=0666,mode=0620,gid=5", 0, 0, false, NULL},
+    {MOP_SYMLINK, "pts/ptmx", "/dev/ptmx", NULL, 0, NULL, 0, 0, false, NULL},
+    {MOP_SYMLINK, "/proc/self/fd", "/dev/fd", NULL, 0, NULL, 0, 0, false, NULL},
+    {MOP_SYMLINK, "/proc/self/fd/0", "/dev/stdin", NULL, 0, NULL, 0, 0, false,
+     NULL},
+    {MOP_SYMLINK, "/proc/self/fd/1", "/dev/stdout", NULL, 0, NULL, 0, 0, false,
+     NULL},
+    {MOP_SYMLINK, "/proc/self/fd/2", "/dev/stderr", NULL, 0, NULL, 0, 0, false,
+     NULL},
     {MOP_MOUNT, "shm", "/dev/shm", "tmpfs", MNT_BASE, "mode=1777,size=65536k",
-     0, 0, false},
-    {MOP_MOUNT, "mqueue", "/dev/mqueue", "mqueue", MNT_BASE, NULL, 0, 0, false},
+     0, 0, false, NULL},
+    {MOP_MOUNT, "mqueue", "/dev/mqueue", "mqueue", MNT_BASE, NULL, 0, 0, false,
+     NULL},
     {MOP_MOUNT, "sysfs", "/sys", "sysfs", MNT_BASE | MS_RDONLY, NULL, 0, 0,
-     false},
+     false, NULL},
 };
 
 /* Docker's defaults: kernel interfaces a container has no business with
@@ -163,13 +168,27 @@ static const char *const readonly_paths[] = {
 int ctr_plan_mounts(const struct run_config *c, struct mount_op **ops,
 		    size_t *n, struct cerr *e)
 {
-	size_t max = ARRAY_SIZE(base_ops) + c->n_mounts +
+	size_t max = ARRAY_SIZE(base_ops) + c->n_devices + c->n_mounts +
 		     ARRAY_SIZE(masked_paths) + ARRAY_SIZE(readonly_paths);
 	struct mount_op *o = xcalloc(max, sizeof(*o));
 	size_t k = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(base_ops); i++)
 		o[k++] = base_ops[i];
+	/* CDI's device nodes, once the /dev tmpfs is there; the cgroup
+	 * allows exactly these besides the defaults. */
+	for (size_t i = 0; i < c->n_devices; i++) {
+		const struct run_device *d = &c->devices[i];
+
+		o[k++] = (struct mount_op){
+		    .kind = MOP_MKNOD,
+		    .source = d->host_path ? d->host_path : d->path,
+		    .target = d->path,
+		    .dev_major = d->major,
+		    .dev_minor = d->minor,
+		    .dev = d,
+		};
+	}
 	/* The unit's own mounts come after /dev and /proc exist, so that
 	 * one may target /dev/termination-log or a file in /proc. */
 	for (size_t i = 0; i < c->n_mounts; i++) {
@@ -320,12 +339,27 @@ static int op_mknod(int rootfd, const struct mount_op *op, struct cerr *e)
 	cleanup_close int pfd =
 	    open_target_parent(rootfd, op->target, rel, &base, e);
 
+	const struct run_device *d = op->dev;
+	mode_t type = d && d->type == 'b' ? S_IFBLK : S_IFCHR;
+	mode_t mode = d ? (d->mode & 07777) : 0666;
+
 	if (pfd < 0)
 		return cerr_prefix(e, "mknod %s", op->target);
-	if (mknodat(pfd, base, S_IFCHR | 0666,
-		    makedev(op->dev_major, op->dev_minor)) == 0 ||
-	    errno == EEXIST)
+	if (mknodat(pfd, base, type | mode,
+		    makedev(op->dev_major, op->dev_minor)) == 0) {
+		if (d && (d->uid || d->gid) &&
+		    fchownat(pfd, base, d->uid, d->gid, AT_SYMLINK_NOFOLLOW) <
+			0)
+			return cerr_sys(e, "chown %s", op->target);
 		return 0;
+	}
+	if (errno == EEXIST && !d)
+		return 0;
+	if (errno == EEXIST)
+		return cerr_set(e, EEXIST,
+				"mknod %s: already in the "
+				"container's /dev",
+				op->target);
 	if (errno != EPERM)
 		return cerr_sys(e, "mknod %s", op->target);
 	struct mount_op b = {
@@ -539,8 +573,10 @@ int ctr_execvpe(char *const *argv, char *const *env, struct cerr *e)
 
 /* ========================== the container init ========================== */
 
-static int setup_root(const struct run_config *c, struct cerr *e)
+static int setup_root(const struct ctr_child_args *a, pid_t host_pid,
+		      struct cerr *e)
 {
+	const struct run_config *c = a->cfg;
 	cleanup_free struct mount_op *ops = NULL;
 	cleanup_close int rootfd = -1, cwdfd = -1;
 	size_t n;
@@ -556,6 +592,11 @@ static int setup_root(const struct run_config *c, struct cerr *e)
 		return cerr_sys(e, "open rootfs %s", c->rootfs);
 	if (ctr_plan_mounts(c, &ops, &n, e) < 0 ||
 	    ctr_apply_mounts(rootfd, ops, n, e) < 0)
+		return -1;
+	/* createContainer hooks: the container's mounts are made, its root
+	 * is still c->rootfs as the host names it (what the OCI state's
+	 * bundle config says), and the hook's path is the host's. */
+	if (hooks_run(c, HOOK_CREATE_CONTAINER, a->bundle, host_pid, e) < 0)
 		return -1;
 	/* The working directory is created when missing, as Docker does. */
 	cwdfd = ctr_open_in_root(rootfd, c->cwd, O_PATH | O_DIRECTORY, true, e);
@@ -589,11 +630,37 @@ static void reset_signals(void)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 }
 
+/* The monitor's "g": the unit is in its cgroups. It comes with the init's
+ * pid as the host sees it, for the hooks' OCI state. EOF: the monitor
+ * died. */
+static int wait_go(int fd, pid_t *host_pid)
+{
+	char go[1 + sizeof(int32_t)];
+	int32_t pid32;
+	size_t got = 0;
+
+	while (got < sizeof(go)) {
+		ssize_t r = read(fd, go + got, sizeof(go) - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	memcpy(&pid32, go + 1, sizeof(pid32));
+	*host_pid = pid32;
+	return 0;
+}
+
 static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 {
 	const struct run_config *c = a->cfg;
+	/* createContainer hooks run before pivot_root and need the host's
+	 * pid: a unit with hooks takes "g" first and gives up the overlap of
+	 * its mounts with the monitor's cgroup writes. */
+	bool hooks_early = c->n_hooks > 0;
+	pid_t host_pid = 0;
 	int fd;
-	char go;
 
 	if (a->netns_fd >= 0 && setns(a->netns_fd, CLONE_NEWNET) < 0)
 		return cerr_sys(e, "join network namespace %s", c->netns_path);
@@ -605,8 +672,10 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 		if (sysctl_write(c->sysctl_names[i], c->sysctl_values[i], e) <
 		    0)
 			return -1;
+	if (hooks_early && wait_go(a->sync_fd, &host_pid) < 0)
+		_exit(127);
 	umask(0);
-	if (setup_root(c, e) < 0)
+	if (setup_root(a, host_pid, e) < 0)
 		return -1;
 	umask(022);
 	if (c->hostname && sethostname(c->hostname, strlen(c->hostname)) < 0)
@@ -616,9 +685,13 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 	 * cgroup.procs writes (the first one of a start waits for an RCU
 	 * grace period on cgroup v1, milliseconds). From here on the unit
 	 * becomes itself: wait until the monitor has put it into the unit's
-	 * cgroups (EOF: the monitor died). */
-	if (read(a->sync_fd, &go, 1) != 1)
+	 * cgroups, unless a unit with hooks did so before its mounts. */
+	if (!hooks_early && wait_go(a->sync_fd, &host_pid) < 0)
 		_exit(127);
+	/* startContainer hooks: inside the container, still root, before
+	 * the workload. */
+	if (hooks_run(c, HOOK_START_CONTAINER, a->bundle, host_pid, e) < 0)
+		return -1;
 	/* The monitor protects itself from the OOM killer; the unit must
 	 * not inherit that. */
 	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);

@@ -228,7 +228,8 @@ static int setup_cgroup(struct monitor *m, struct cerr *e)
 {
 	struct cg_layout l;
 	struct cg_limits lim = {m->cfg.memory_limit, m->cfg.cpu_quota,
-				m->cfg.pids_limit, m->cfg.pod_memory_limit};
+				m->cfg.pids_limit,   m->cfg.pod_memory_limit,
+				m->cfg.devices,	     m->cfg.n_devices};
 	int rc;
 
 	if (cg_detect_env(&l, e) < 0)
@@ -349,8 +350,8 @@ static int open_spawn_fds(const char *dir, const struct run_config *c,
 	return 0;
 }
 
-static pid_t clone_init(const struct run_config *c, struct spawn_fds *f,
-			struct cerr *e)
+static pid_t clone_init(const struct run_config *c, const char *bundle,
+			struct spawn_fds *f, struct cerr *e)
 {
 	unsigned long flags = CLONE_NEWNS | CLONE_NEWUTS | SIGCHLD;
 	pid_t pid;
@@ -365,6 +366,7 @@ static pid_t clone_init(const struct run_config *c, struct spawn_fds *f,
 	if (pid == 0) {
 		struct ctr_child_args a = {
 		    .cfg = c,
+		    .bundle = bundle,
 		    .sync_fd = f->sock[1],
 		    .peer_fd = f->sock[0],
 		    .stdin_fd = f->devnull,
@@ -388,7 +390,7 @@ static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
 	msg[0] = '\0';
 	if (open_spawn_fds(m->dir, &m->cfg, &f, e) < 0)
 		goto out;
-	m->init = clone_init(&m->cfg, &f, e);
+	m->init = clone_init(&m->cfg, m->dir, &f, e);
 	/* Back to our own PID namespace for children: a process whose
 	 * children would be born elsewhere cannot even create a thread. */
 	if (f.own_pidns >= 0 && setns(f.own_pidns, CLONE_NEWPID) < 0)
@@ -402,9 +404,15 @@ static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
 		kill(m->init, SIGKILL);
 		goto out;
 	}
-	/* The init sets up its mounts meanwhile; one that already failed
-	 * has written why and gone (EPIPE): read that below. */
-	if (write(f.sock[0], "g", 1) != 1 && errno != EPIPE) {
+	/* "g" comes with the init's pid as the host sees it (the hooks' OCI
+	 * state). The init sets up its mounts meanwhile; one that already
+	 * failed has written why and gone (EPIPE): read that below. */
+	char go[1 + sizeof(int32_t)] = "g";
+	int32_t pid32 = (int32_t)m->init;
+
+	memcpy(go + 1, &pid32, sizeof(pid32));
+	if (write(f.sock[0], go, sizeof(go)) != (ssize_t)sizeof(go) &&
+	    errno != EPIPE) {
 		cerr_sys(e, "start the container init");
 		goto out;
 	}
@@ -710,8 +718,9 @@ int monitor_run(const char *unit_dir, int sync_fd)
 	protect_from_oom();
 	if (load_config(m.dir, &m.cfg, &e) < 0 || reserve_exit(&m, &e) < 0 ||
 	    setup_signals(&m, &e) < 0 || setup_log(&m, &e) < 0 ||
-	    setup_cgroup(&m, &e) < 0 || spawn(&m, msg, sizeof(msg), &e) < 0 ||
-	    write_state(&m, &e) < 0) {
+	    setup_cgroup(&m, &e) < 0 ||
+	    hooks_write_bundle(m.dir, &m.cfg, &e) < 0 ||
+	    spawn(&m, msg, sizeof(msg), &e) < 0 || write_state(&m, &e) < 0) {
 		rc = start_failed(&m, &e, true);
 		goto out;
 	}

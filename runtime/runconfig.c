@@ -481,7 +481,8 @@ int runconfig_parse(const char *buf, size_t len, struct run_config *out,
 	    parse_caps(root, out, e) < 0 ||
 	    parse_namespaces(root, out, e) < 0 ||
 	    parse_sysctls(root, out, e) < 0 || parse_mounts(root, out, e) < 0 ||
-	    parse_cgroup_log(root, out, e) < 0) {
+	    parse_cgroup_log(root, out, e) < 0 ||
+	    runconfig_parse_devices(root, out, e) < 0) {
 		runconfig_free(out);
 		return -1;
 	}
@@ -516,6 +517,7 @@ void runconfig_free(struct run_config *c)
 	free(c->cgroup_path);
 	free(c->log_path);
 	free(c->log_link);
+	runconfig_devices_free(c);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -618,6 +620,7 @@ char *runconfig_to_json(const struct run_config *c)
 		json_object_set_new(o, "stopSignal",
 				    json_integer(c->stop_signal));
 	json_object_set_new(o, "tty", json_boolean(c->tty));
+	runconfig_devices_to_json(c, o);
 	s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	if (!s)
 		abort();

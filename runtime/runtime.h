@@ -55,6 +55,35 @@ struct run_mount {
 	char *data;	     /* fs options ("size=64m,mode=1777") or NULL */
 };
 
+/* A device node given to the unit (CDI's deviceNodes, as the agent resolved
+ * them): made in the container and allowed in its device cgroup with access. */
+#define RUN_MAX_DEVICES 256
+struct run_device {
+	char *path;	 /* absolute, inside the container */
+	char *host_path; /* bound instead where mknod is refused */
+	char type;	 /* 'c' or 'b' */
+	uint32_t major, minor;
+	uint32_t mode; /* permission bits (0666) */
+	uint32_t uid, gid;
+	char access[4]; /* the cgroup's "rwm" subset; "" none */
+};
+
+/* OCI hooks (CDI's hooks): createContainer runs in the container's mount
+ * namespace once its mounts are made, before pivot_root (the path is the
+ * host's); startContainer after pivot_root, before the workload (the path
+ * is the container's). Both read the OCI state on stdin; a failure or a
+ * timeout fails the start with the hook's stderr. */
+#define RUN_MAX_HOOKS 64
+#define RUN_HOOK_TIMEOUT_S 30 /* when the spec gives none */
+#define RUN_HOOK_TIMEOUT_MAX 600
+enum run_hook_kind { HOOK_CREATE_CONTAINER, HOOK_START_CONTAINER };
+struct run_hook {
+	enum run_hook_kind kind;
+	char *path;
+	char **args, **env; /* args[0] is argv[0]; NULL: {path} and none */
+	int timeout_s;
+};
+
 struct run_config {
 	char *id;     /* for messages and the cgroup leaf only */
 	char *rootfs; /* absolute path of the unpacked image */
@@ -92,9 +121,13 @@ struct run_config {
 	int64_t log_max_bytes; /* rotate to log_path.1 beyond this; 0 never */
 	int64_t log_max_files; /* files kept, the current one included (2) */
 	char *log_link; /* NULL, or a symlink to log_path made at start */
-	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
-	int64_t stop_signal;   /* the image's StopSignal; SIGTERM by default */
-	bool tty;	       /* not supported yet: must be false */
+	int64_t grace_seconds;	    /* SIGTERM → SIGKILL delay on stop */
+	int64_t stop_signal;	    /* the image's StopSignal; SIGTERM by default */
+	bool tty;		    /* not supported yet: must be false */
+	struct run_device *devices; /* besides the default /dev */
+	size_t n_devices;
+	struct run_hook *hooks; /* in order, per kind */
+	size_t n_hooks;
 };
 
 /* Parse run.json. Pure: no system calls, so it is fuzzed. Every field is
@@ -104,6 +137,12 @@ int runconfig_parse(const char *buf, size_t len, struct run_config *out,
 		    struct cerr *e);
 /* The canonical JSON text of c (caller frees). */
 char *runconfig_to_json(const struct run_config *c);
+/* run.json's "devices" and "hooks" (rundevices.c), for the two above. */
+struct json_t;
+int runconfig_parse_devices(const struct json_t *root, struct run_config *c,
+			    struct cerr *e);
+void runconfig_devices_to_json(const struct run_config *c, struct json_t *o);
+void runconfig_devices_free(struct run_config *c);
 void runconfig_free(struct run_config *c);
 
 /* ================= state.json and exit.json: what happened =================
@@ -357,6 +396,9 @@ struct cg_limits {
 	int64_t cpu_millis;
 	int64_t pids;
 	int64_t parent_memory; /* on the unit's parent (the pod), 0 none */
+	/* Allowed besides the default list, each with its access. */
+	const struct run_device *devices;
+	size_t n_devices;
 };
 
 struct cgroup {
@@ -422,6 +464,9 @@ struct mount_op {
 	const char *data;
 	unsigned dev_major, dev_minor; /* MOP_MKNOD */
 	bool optional;		       /* skip when the target is missing */
+	/* MOP_MKNOD of a unit's own device (type, mode, owner); NULL for
+	 * the default /dev. */
+	const struct run_device *dev;
 };
 
 /* The mount plan for a unit: /proc, a minimal /dev, /sys read-only, the
@@ -442,8 +487,9 @@ int ctr_open_in_root(int rootfd, const char *rel, int flags, bool mkdirs,
  * child, reports errors through errfd and never returns. */
 struct ctr_child_args {
 	const struct run_config *cfg;
-	int sync_fd; /* read "go", write errors; CLOEXEC */
-	int peer_fd; /* the monitor's end: closed first */
+	const char *bundle; /* the unit directory: the hooks' OCI state */
+	int sync_fd;	    /* read "go", write errors; CLOEXEC */
+	int peer_fd;	    /* the monitor's end: closed first */
 	int stdin_fd, stdout_fd, stderr_fd; /* become 0, 1, 2 */
 	int netns_fd, ipcns_fd;		    /* -1: none to join */
 };
@@ -471,6 +517,19 @@ int ctr_execvpe(char *const *argv, char *const *env, struct cerr *e);
  * later), then the caller must fork for the PID namespace to apply. */
 int ctr_join_namespaces(pid_t pid, uint64_t start_time, int *mntns_fd,
 			struct cerr *e);
+
+/* ---- hooks.c: OCI hooks and the bundle they read ---- */
+
+/* Run c's hooks of kind k in order, each with the OCI state (status,
+ * the container's pid as the host sees it, bundle) on stdin, within its
+ * timeout. EIO with "<kind> hook <path>: <why>: <stderr>" on failure. */
+int hooks_run(const struct run_config *c, enum run_hook_kind k,
+	      const char *bundle, pid_t pid, struct cerr *e);
+/* <bundle>/config.json: the little of an OCI config that hooks read
+ * (root.path, process), written only when c has hooks. */
+int hooks_write_bundle(const char *bundle, const struct run_config *c,
+		       struct cerr *e);
+const char *hooks_kind_name(enum run_hook_kind k);
 
 /* ---- monitor.c ---- */
 

@@ -76,7 +76,7 @@ class Cell:
                 self.proc.wait()
 
 
-def start_cell(d: str, registry, pki: Optional[str] = None) -> Cell:
+def start_cell(d: str, registry, pki: Optional[str] = None, extra: List[str] = ()) -> Cell:
     """An agent whose boot directory comes from `cellctl pki`."""
     os.makedirs(d, exist_ok=True)
     if pki is None:
@@ -93,7 +93,7 @@ def start_cell(d: str, registry, pki: Optional[str] = None) -> Cell:
                 [AGENT, "--port", str(port), "--boot-dir", boot,
                  "--state-dir", os.path.join(d, "state"),
                  "--image-cache", os.path.join(d, "cache"),
-                 "--insecure-registry", registry.host, "-v"],
+                 "--insecure-registry", registry.host, "-v", *extra],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                 start_new_session=True)
         c = Cell(p, port, d, pki, log_path)

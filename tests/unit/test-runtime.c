@@ -277,7 +277,7 @@ static void test_cgroup_v2(void)
 	char *root = xasprintf("%s/v2", tmp), *p;
 	struct cg_layout l;
 	struct cgroup cg;
-	struct cg_limits lim = {64 << 20, 500, 32, 1 << 30};
+	struct cg_limits lim = {64 << 20, 500, 32, 1 << 30, NULL, 0};
 	struct cerr e = {0};
 
 	p = xasprintf("%s/cgroup.controllers", root);
@@ -349,7 +349,7 @@ static void test_cgroup_v1(void)
 	char *root = xasprintf("%s/v1", tmp), *p;
 	struct cg_layout l;
 	struct cgroup cg;
-	struct cg_limits lim = {1 << 30, 2000, 100, 3ll << 30};
+	struct cg_limits lim = {1 << 30, 2000, 100, 3ll << 30, NULL, 0};
 	struct cerr e = {0};
 
 	make_v1(root);
@@ -385,6 +385,78 @@ static void test_cgroup_v1(void)
 	free(root);
 }
 
+/* CDI devices: allowed after the defaults, with their own access. */
+static void test_cgroup_v1_devices(void)
+{
+	char *root = xasprintf("%s/v1d", tmp), *p;
+	struct run_device dev = {
+	    .type = 'c', .major = 195, .minor = 255, .access = "rw"};
+	struct cg_limits lim = {0, 0, 0, 0, &dev, 1};
+	struct cg_layout l;
+	struct cgroup cg;
+	struct cerr e = {0};
+
+	make_v1(root);
+	p = xasprintf("%s/devices/cgroup.procs", root);
+	put(p, "");
+	free(p);
+	ok(cg_detect(root, NULL, &l, &e) == 0 &&
+	       cg_create(&l, "cell/u", &lim, &cg, &e) == 0,
+	   "v1 cgroup with a CDI device (%s)", e.msg);
+	check_file("v1d/devices/cell/u", "devices.allow", "c 195:255 rw",
+		   "v1 devices: the CDI device last, with its access");
+	cg_destroy(&cg, &e);
+	cg_free(&cg);
+	cg_layout_free(&l);
+	free(root);
+}
+
+static void test_devices_round_trip(void)
+{
+	static const char j[] =
+	    "{\"id\":\"u\",\"rootfs\":\"/r\",\"args\":[\"/bin/true\"],"
+	    "\"cgroup\":{\"path\":\"cell/u\"},\"log\":{\"path\":\"/l\"},"
+	    "\"devices\":[{\"path\":\"/dev/nvidia0\",\"type\":\"c\","
+	    "\"major\":195,\"minor\":0,\"access\":\"rw\"}],"
+	    "\"hooks\":[{\"kind\":\"startContainer\",\"path\":\"/h\","
+	    "\"args\":[\"h\",\"x\"],\"timeout\":7}]}";
+	static const char *const bad[] = {
+	    "\"devices\":[{\"path\":\"dev/x\",\"type\":\"c\"}]",
+	    "\"devices\":[{\"path\":\"/dev/x\",\"type\":\"p\"}]",
+	    "\"devices\":[{\"path\":\"/dev/x\",\"type\":\"c\",\"access\":"
+	    "\"rwx\"}]",
+	    "\"hooks\":[{\"kind\":\"poststop\",\"path\":\"/h\"}]",
+	    "\"hooks\":[{\"kind\":\"startContainer\",\"path\":\"/h\","
+	    "\"timeout\":0}]",
+	};
+	struct run_config a, b;
+	struct cerr e = {0};
+	char *s1, *s2;
+
+	ok(parse(j, &a, &e) == 0 && a.n_devices == 1 && a.n_hooks == 1 &&
+	       a.devices[0].major == 195 && a.devices[0].mode == 0666 &&
+	       a.hooks[0].kind == HOOK_START_CONTAINER &&
+	       a.hooks[0].timeout_s == 7,
+	   "devices and hooks parse (%s)", e.msg);
+	s1 = runconfig_to_json(&a);
+	ok(parse(s1, &b, &e) == 0, "their JSON parses again");
+	s2 = runconfig_to_json(&b);
+	is_str(s2, s1, "devices and hooks round-trip");
+	free(s1);
+	free(s2);
+	runconfig_free(&a);
+	runconfig_free(&b);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char *t = xasprintf("{\"id\":\"u\",\"rootfs\":\"/r\",\"args\":"
+				    "[\"/x\"],\"cgroup\":{\"path\":\"c/u\"},"
+				    "\"log\":{\"path\":\"/l\"},%s}",
+				    bad[i]);
+		cerr_clear(&e);
+		ok(parse(t, &a, &e) < 0 && e.msg[0], "refused: %s", e.msg);
+		free(t);
+	}
+}
+
 static void test_cgroup_hybrid_nested(void)
 {
 	char *root = xasprintf("%s/hy", tmp), *p;
@@ -392,7 +464,7 @@ static void test_cgroup_hybrid_nested(void)
 			   "2:cpu,cpuacct:/\n1:name=systemd:/x\n0::/agent\n";
 	struct cg_layout l;
 	struct cgroup cg;
-	struct cg_limits lim = {1 << 20, 0, 0, 0};
+	struct cg_limits lim = {1 << 20, 0, 0, 0, NULL, 0};
 	struct cerr e = {0};
 
 	make_v1(root);
@@ -581,6 +653,8 @@ int main(void)
 	test_cgroup_v2();
 	test_cgroup_v1();
 	test_cgroup_hybrid_nested();
+	test_cgroup_v1_devices();
+	test_devices_round_trip();
 	test_plan();
 	test_in_root(false);
 	test_in_root(true);
