@@ -365,6 +365,7 @@ static int parse_log_arg(int c, struct opts *o)
 		return 0;
 	case O_IC_MOUNT_CMD:
 		o->ic.mount_cmd = optarg;
+		return 0;
 	case O_CDI_DIRS:
 		o->cdi_spec_dirs = optarg;
 		return 0;
