@@ -12,7 +12,7 @@
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 OUT ?= build
 CC ?= cc
-PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1 zlib
+PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1 zlib libseccomp
 PKG_CONFIG := pkg-config
 # STATIC=1 (set by `make static`): musl, every library linked statically
 # from STATIC_PREFIX (image-build/static-deps.sh), libcurl linked into
@@ -161,9 +161,22 @@ $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(RUNTIME_LIB): $(call obj,$(RUNTIME_SRC))
+$(RUNTIME_LIB): $(call obj,$(RUNTIME_SRC)) $(OUT)/obj/runtime/seccomp-default.o
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+# The default seccomp profile is read into the binaries at build time
+# (runtime/seccomp-default.S): Debian's golang-github-containers-common.
+SECCOMP_DEFAULT_JSON ?= /usr/share/containers/seccomp.json
+$(OUT)/obj/runtime/seccomp-default.o: runtime/seccomp-default.S $(SECCOMP_DEFAULT_JSON)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) -DSECCOMP_DEFAULT_JSON='"$(SECCOMP_DEFAULT_JSON)"' -c -o $@ $<
+$(SECCOMP_DEFAULT_JSON):
+	@echo "make: the default seccomp profile $@ is missing:" \
+		"install golang-github-containers-common (scripts/deps.sh)" \
+		"or set SECCOMP_DEFAULT_JSON=FILE" >&2
+	@exit 1
 
 $(CTL_LIB): $(call obj,$(CTL_SRC))
 	@mkdir -p $(dir $@)
@@ -182,7 +195,7 @@ $(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS)
 # the archives): only the code it uses is mapped, which keeps the idle RSS
 # under 8 MiB (docs/agent.md "Performance"). An OpenSSL update means
 # rebuilding it.
-AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap \
+AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap -lseccomp \
 	-Wl,-Bdynamic -lpthread \
 	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null) # no archives
 ifeq ($(STATIC),1)

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "pullproc.h"
 #include "runtime.h"
+#include "seccomp-policy.h"
 #include "supervisor.h"
 #include "util.h"
 #include "yamlmap.h"
@@ -45,6 +46,10 @@ struct opts {
 	const char *agent_log, *containers_log_dir;
 	int64_t agent_log_max, container_log_max;
 	int agent_log_files, container_log_files;
+	/* Seccomp (docs/agent-runtime.md): the default profile (NULL: the
+	 * built-in one), off, and where Localhost profiles live. */
+	const char *seccomp_profile, *seccomp_dir;
+	bool seccomp_unconfined;
 };
 
 enum {
@@ -66,7 +71,10 @@ enum {
 	O_AGENT_LOG_FILES,
 	O_CTR_LOG_MAX,
 	O_CTR_LOG_FILES,
-	O_CTR_LOG_DIR
+	O_CTR_LOG_DIR,
+	O_SECCOMP,
+	O_SECCOMP_PROFILE,
+	O_SECCOMP_DIR
 };
 
 static const struct option longopts[] = {
@@ -88,6 +96,9 @@ static const struct option longopts[] = {
     {"container-log-max-size", required_argument, NULL, O_CTR_LOG_MAX},
     {"container-log-max-files", required_argument, NULL, O_CTR_LOG_FILES},
     {"containers-log-dir", required_argument, NULL, O_CTR_LOG_DIR},
+    {"seccomp", required_argument, NULL, O_SECCOMP},
+    {"seccomp-profile", required_argument, NULL, O_SECCOMP_PROFILE},
+    {"seccomp-profile-dir", required_argument, NULL, O_SECCOMP_DIR},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
@@ -129,6 +140,15 @@ static void usage(FILE *f)
 	    "unit\n"
 	    "                           logs (/var/log/containers; \"\": "
 	    "none)\n"
+	    "  --seccomp MODE           default (units get the seccomp "
+	    "profile)\n"
+	    "                           or unconfined (units without a\n"
+	    "                           seccompProfile get none)\n"
+	    "  --seccomp-profile FILE   the default profile (built in: "
+	    "Debian's\n"
+	    "                           containers seccomp.json)\n"
+	    "  --seccomp-profile-dir D  Localhost profiles "
+	    "(/var/lib/cell/seccomp)\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -309,6 +329,30 @@ static int parse_log_arg(int c, struct opts *o)
 	}
 }
 
+/* 0 taken, 1 not a seccomp flag, -1 bad. */
+static int parse_seccomp_arg(int c, struct opts *o)
+{
+	switch (c) {
+	case O_SECCOMP:
+		if (strcmp(optarg, "unconfined") && strcmp(optarg, "default")) {
+			fprintf(stderr, "cell-agent: --seccomp %s: want default "
+					"or unconfined\n",
+				optarg);
+			return -1;
+		}
+		o->seccomp_unconfined = !strcmp(optarg, "unconfined");
+		return 0;
+	case O_SECCOMP_PROFILE:
+		o->seccomp_profile = *optarg ? optarg : NULL;
+		return 0;
+	case O_SECCOMP_DIR:
+		o->seccomp_dir = optarg;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
 /* 0 go on, 1 exit 0 (help, version), -1 exit 2. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -390,7 +434,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			printf("cell-agent %s\n", CELL_VERSION);
 			return 1;
 		default:
-			r = parse_log_arg(c, o);
+			r = parse_seccomp_arg(c, o);
+			if (r == 1)
+				r = parse_log_arg(c, o);
 			if (r < 0)
 				return -1;
 			if (r == 0)
@@ -603,6 +649,16 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		log_warn("%s", e.msg);
 		cerr_clear(&e);
 	}
+	struct seccomp_policy_opts sco = {
+	    .profile_file = o->seccomp_profile,
+	    .unconfined = o->seccomp_unconfined,
+	    .localhost_dir = o->seccomp_dir,
+	};
+	/* A bad profile stops the agent here, with its line. */
+	if (seccomp_policy_init(&sco, &e) < 0) {
+		log_error("%s", e.msg);
+		return 1;
+	}
 	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 ||
 	    sup_start(&so, &ag.sup, &e) < 0) {
 		log_error("%s", e.msg);
@@ -646,6 +702,7 @@ int main(int argc, char **argv)
 	    .container_log_max = 10 << 20,
 	    .container_log_files = 5,
 	    .containers_log_dir = "/var/log/containers",
+	    .seccomp_dir = "/var/lib/cell/seccomp",
 	};
 	cleanup_free char *monitor = NULL, *helper = NULL;
 	cleanup_free char *pull = NULL, *unpack = NULL;

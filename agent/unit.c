@@ -21,6 +21,7 @@
 #include "pull-internal.h"
 #include "pullproc.h"
 #include "runtime.h"
+#include "seccomp-policy.h"
 #include "sup-internal.h"
 #include "sysctl.h"
 #include "util.h"
@@ -307,6 +308,9 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	who.groups = NULL;
 	podrun_user_free(&who);
 	rc->no_new_privs = rc->uid != 0;
+	if (seccomp_policy_for(&us->seccomp, &s->spec.seccomp, rc->caps,
+			       &rc->seccomp_bpf, &rc->seccomp_len, e) < 0)
+		return -1;
 	rc->cwd =
 	    xstrdup(us->working_dir && *us->working_dir	    ? us->working_dir
 		    : img->working_dir && *img->working_dir ? img->working_dir

@@ -13,10 +13,13 @@ PKGS=(
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
+	libseccomp-dev # runtime: the units' seccomp filters (runtime/seccomp.c)
+	golang-github-containers-common # its seccomp.json is built in as the default profile
 	dpkg-dev # apt-get source: civetweb is built from Debian's source package
 	# tests: real parts
 	docker-registry apache2-utils busybox-static skopeo umoci runc
 	python3-pytest python3-requests python3-cryptography python3-websocket
+	python3-prometheus-client # agent: the metrics tests parse with its text parser
 	python3-botocore # cloudinit: checks the fake IMDS against a real client
 	zstd attr curl jq iproute2 util-linux kmod e2fsprogs time procps
 	ca-certificates
