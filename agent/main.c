@@ -21,6 +21,7 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "seccomp-policy.h"
@@ -50,6 +51,8 @@ struct opts {
 	 * built-in one), off, and where Localhost profiles live. */
 	const char *seccomp_profile, *seccomp_dir;
 	bool seccomp_unconfined;
+	/* The plain-HTTP metrics listener's address; NULL: none. */
+	const char *metrics_listen;
 };
 
 enum {
@@ -74,7 +77,8 @@ enum {
 	O_CTR_LOG_DIR,
 	O_SECCOMP,
 	O_SECCOMP_PROFILE,
-	O_SECCOMP_DIR
+	O_SECCOMP_DIR,
+	O_METRICS_LISTEN
 };
 
 static const struct option longopts[] = {
@@ -97,6 +101,7 @@ static const struct option longopts[] = {
     {"container-log-max-files", required_argument, NULL, O_CTR_LOG_FILES},
     {"containers-log-dir", required_argument, NULL, O_CTR_LOG_DIR},
     {"seccomp", required_argument, NULL, O_SECCOMP},
+    {"metrics-listen", required_argument, NULL, O_METRICS_LISTEN},
     {"seccomp-profile", required_argument, NULL, O_SECCOMP_PROFILE},
     {"seccomp-profile-dir", required_argument, NULL, O_SECCOMP_DIR},
     {"verbose", no_argument, NULL, 'v'},
@@ -149,6 +154,10 @@ static void usage(FILE *f)
 	    "                           containers seccomp.json)\n"
 	    "  --seccomp-profile-dir D  Localhost profiles "
 	    "(/var/lib/cell/seccomp)\n"
+	    "  --metrics-listen ADDR    also serve GET /metrics over plain "
+	    "HTTP\n"
+	    "                           on ADDR (127.0.0.1:9102; off by "
+	    "default)\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -329,7 +338,7 @@ static int parse_log_arg(int c, struct opts *o)
 	}
 }
 
-/* 0 taken, 1 not a seccomp flag, -1 bad. */
+/* 0 taken, 1 not a seccomp or metrics flag, -1 bad. */
 static int parse_seccomp_arg(int c, struct opts *o)
 {
 	switch (c) {
@@ -347,6 +356,9 @@ static int parse_seccomp_arg(int c, struct opts *o)
 		return 0;
 	case O_SECCOMP_DIR:
 		o->seccomp_dir = optarg;
+		return 0;
+	case O_METRICS_LISTEN:
+		o->metrics_listen = *optarg ? optarg : NULL;
 		return 0;
 	default:
 		return 1;
@@ -638,6 +650,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .unpack_bin = o->unpack_bin,
 	};
 	struct api *api = NULL;
+	struct metrics_listener *ml = NULL;
 	struct cerr e = {0};
 	int sig;
 
@@ -669,6 +682,19 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		sup_stop(ag.sup);
 		return 1;
 	}
+	if (o->metrics_listen) {
+		char err[320];
+
+		if (metrics_listen(o->metrics_listen, &ml, err, sizeof(err)) <
+		    0) {
+			log_error("%s", err);
+			api_stop(api);
+			sup_stop(ag.sup);
+			return 1;
+		}
+		log_info("metrics over plain HTTP on %s (port %d)",
+			 o->metrics_listen, metrics_listener_port(ml));
+	}
 	log_info("cell-agent %s: serving %s on port %d", CELL_VERSION,
 		 o->plain_http ? "PLAIN HTTP" : "mutual TLS", api_port(api));
 	for (;;) {
@@ -679,6 +705,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 			break;
 	}
 	log_info("signal %d: stopping", sig);
+	metrics_listener_stop(ml);
 	api_stop(api);
 	sup_stop(ag.sup);
 	/* Units are not the agent's children in spirit: they keep running
@@ -713,6 +740,7 @@ int main(int argc, char **argv)
 	int n, r;
 
 	log_init("cell-agent", LOG_INFO);
+	metrics_init();
 	/* The command line alone first: --help and bad flags never wait for
 	 * a boot, and the boot step fills the directory that
 	 * cell_config.yaml's flags then come from. */

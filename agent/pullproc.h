@@ -12,6 +12,7 @@
 #ifndef CELL_PULLPROC_H
 #define CELL_PULLPROC_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "err.h"
@@ -26,6 +27,8 @@ struct pullproc {
 	char *error; /* the helper's error line's message */
 	int error_code;
 	char *last; /* its last line that was not JSON (a log line) */
+	uint64_t started_ns; /* monotonic, at the spawn */
+	uint64_t bytes;	     /* downloaded, from its layer_done lines */
 };
 
 /* <dir of this executable>/name, or name when that cannot be read. */

@@ -239,6 +239,17 @@ static void unit_sample(const struct usage_unit *u, int64_t *v)
 	unit_memory(u->cgroup_dirs, v);
 }
 
+void stats_unit_read(char *const *cgroup_dirs, struct stats_unit *out)
+{
+	struct usage_unit u = {.cgroup_dirs = cgroup_dirs};
+	int64_t v[U_N];
+
+	unit_sample(&u, v);
+	out->cpu_ns = v[U_CPU];
+	out->working_set = v[U_WS];
+	out->rss = v[U_RSS];
+}
+
 /* MemTotal in bytes from a meminfo text ("MemTotal:   16314928 kB"). */
 static int64_t mem_total(const char *path)
 {

@@ -485,8 +485,18 @@ static void collect_usage(struct supervisor *s, struct pod_status *ps)
 		uu[n].cgroup_dirs = st[n].cgroups;
 		n++;
 	}
-	if (stats_collect(&s->stats, NULL, uu, n, s->o.state_dir, &ps->usage,
-			  &ps->n_usage, &e) < 0)
+	/* netRx/netTx: the pod's own interface, as a unit in its network
+	 * namespace sees it (the host's interfaces only with the host's
+	 * network), not every interface of the host. */
+	char netdev[64];
+	struct stats_paths paths = {0};
+	if (n > 0 && st[0].container_pid > 0) {
+		snprintf(netdev, sizeof(netdev), "/proc/%d/net/dev",
+			 (int)st[0].container_pid);
+		paths.proc_net_dev = netdev;
+	}
+	if (stats_collect(&s->stats, &paths, uu, n, s->o.state_dir,
+			  &ps->usage, &ps->n_usage, &e) < 0)
 		log_warn("resource usage: %s", e.msg);
 	for (size_t i = 0; i < n; i++)
 		runtime_state_free(&st[i]);
@@ -568,6 +578,7 @@ static void publish(struct supervisor *s)
 	free(s->pod_ip_text);
 	s->pod_ip_text = ip;
 	pthread_mutex_unlock(&s->mu);
+	metrics_sup_publish(s);
 }
 
 /* ---- the thread ---- */

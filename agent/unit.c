@@ -17,6 +17,7 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "podrun.h"
 #include "pull-internal.h"
 #include "pullproc.h"
@@ -547,6 +548,7 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 		return false;
 	switch (s->ops->pull_cached(&o, &e)) {
 	case 1:
+		metrics_cache_hit(u->spec->image, "local");
 		return true;
 	case -1: /* the config may be saved: the child starts afresh */
 		log_warn("unit %s: %s; asking the puller", u->name, e.msg);
@@ -586,6 +588,7 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
 	struct cerr e = {0};
+	uint64_t bytes, took;
 	int r;
 
 	if (fd == u->pull->outfd) {
@@ -599,7 +602,10 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 	}
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->pidfd, NULL);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
+	took = now_ns() - u->pull->started_ns;
 	r = pullproc_finish(u->pull, &e);
+	bytes = u->pull->bytes; /* its last lines read by the finish */
+	metrics_pull(u->spec->image, took, bytes, r == 0);
 	free(u->pull);
 	u->pull = NULL;
 	if (r < 0) {
@@ -718,6 +724,8 @@ void unit_exited(struct supervisor *s, struct unit_rec *u)
 		log_warn("unit %s: no exit record (%s)", u->name, e.msg);
 	}
 	runtime_cleanup(run, &e);
+	if (st.oom_killed || (st.reason && !strcmp(st.reason, "OOMKilled")))
+		metrics_oom(u->name);
 	set_terminated(u, run, &st);
 	runtime_state_free(&st);
 	after_exit(s, u);
