@@ -25,6 +25,9 @@ from images import Image, busybox_layer, push, random_layer
 from registry import free_port
 from test_agent_api import pod_agent, start_agent, tls_raw
 from test_cellctl import start_cell
+from test_net import host_untouched  # noqa: F401  (module fixture)
+from test_net_agent import WEB, CellAgent, wait_http
+from vpc import POD_IP, Vpc
 from wire import pod_params, unit
 
 BB = "/bin/busybox"
@@ -210,3 +213,57 @@ def _is_child_pull(agent_pid: int, pid: str) -> bool:
     except (OSError, ValueError, IndexError):
         return False
     return ppid == agent_pid and b"cell-pull" in cmd
+
+
+@pytest.fixture
+def vpc():
+    v = Vpc().up()
+    yield v
+    v.down()
+
+
+def test_pod_network_counters_are_the_pod_interface(vpc, registry, tmp_path):
+    push(registry, "t/netbb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+    ref = registry.ref("t/netbb", "v1")
+    cell = CellAgent(vpc, registry, str(tmp_path))
+    a, c = cell.start()
+    try:
+        c.update_pod(pod_params("ns_pod", units=[unit("web", ref, command=["/bin/sh", "-c", WEB])],
+                                pod_ip=POD_IP, terminationGracePeriodSeconds=0))
+        c.wait_status(running(1), timeout=60)
+        # Traffic through the pod's own interface.
+        assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{POD_IP}/",
+                                             "hello-from-pod")
+        keys = ["rx_bytes", "rx_packets", "tx_bytes", "tx_packets"]
+        fams = ["container_network_receive_bytes_total",
+                "container_network_receive_packets_total",
+                "container_network_transmit_bytes_total",
+                "container_network_transmit_packets_total"]
+
+        def counters() -> dict:
+            # /proc/net/dev as a process in the pod's namespace sees it
+            # (nsenter leaves /sys the host's).
+            for line in vpc.sh(vpc.pod, "cat /proc/net/dev").stdout.splitlines():
+                name, _, rest = line.partition(":")
+                if name.strip() == "eth0":
+                    f = [int(x) for x in rest.split()]
+                    return dict(zip(keys, (f[0], f[1], f[8], f[9])))
+            raise AssertionError("no eth0 in the pod's namespace")
+
+        before = counters()
+        ss = samples(c.request("GET", "rest/v1/metrics").text)
+        after = counters()
+        for k, fam in zip(keys, fams):
+            got = pick(ss, fam, namespace="ns", pod="pod")
+            assert {l["interface"] for n, l, _ in ss if n == fam} == {"eth0"}, fam
+            assert before[k] <= got[0] <= after[k], (fam, before[k], got, after[k])
+        assert after["rx_bytes"] > 0
+        # resourceUsage reads the same interface now (it summed every
+        # interface of the cell, where the image's pull went through).
+        before = counters()
+        st = c.wait_status(lambda s: "netRx" in (s.get("resourceUsage") or {}), timeout=30)
+        after = counters()
+        assert float(st["resourceUsage"]["netRx"]) <= after["rx_bytes"], st["resourceUsage"]
+        assert float(st["resourceUsage"]["netTx"]) <= after["tx_bytes"], st["resourceUsage"]
+    finally:
+        cell.close()
