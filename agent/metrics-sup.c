@@ -18,6 +18,7 @@ static struct run_seen {
 	int seq;
 	bool is_init;
 	char **cgroups;
+	struct stats_unit_src src;
 	pid_t container_pid;
 } seen[RUNS_MAX];
 static size_t n_seen;
@@ -60,6 +61,7 @@ static const struct run_seen *run_of(const struct unit_rec *u)
 	r->seq = u->seq;
 	r->is_init = u->is_init;
 	r->cgroups = strv_dup(st.cgroups);
+	stats_unit_resolve(r->cgroups, &r->src);
 	r->container_pid = st.container_pid;
 	runtime_state_free(&st);
 	return r;
@@ -120,6 +122,10 @@ void metrics_sup_publish(struct supervisor *s)
 		if (mu->state != MS_RUNNING || !(r = run_of(u)))
 			continue;
 		mu->cgroups = strv_dup(r->cgroups);
+		mu->cpu_idx = r->src.cpu_idx;
+		mu->mem_idx = r->src.mem_idx;
+		mu->cpu_v1 = r->src.cpu_v1;
+		mu->mem_v2 = r->src.mem_v2;
 		if (!m->net_pid)
 			m->net_pid = r->container_pid;
 	}

@@ -281,16 +281,37 @@ static void family(struct buf *b, const char *name, const char *type,
 /* A label value with the format's escapes (\\, \", \n). */
 static void label_value(struct buf *b, const char *v)
 {
-	for (; *v; v++) {
-		const char *esc = *v == '\\'   ? "\\\\"
-				  : *v == '"'  ? "\\\""
-				  : *v == '\n' ? "\\n"
-					       : NULL;
-		if (esc)
-			buf_append(b, esc, 2, NULL);
-		else
-			buf_append(b, v, 1, NULL);
+	while (*v) {
+		size_t n = strcspn(v, "\\\"\n");
+
+		buf_append(b, v, n, NULL);
+		v += n;
+		if (!*v)
+			break;
+		buf_append(b, *v == '\n' ? "\\n" : *v == '"' ? "\\\"" : "\\\\",
+			   2, NULL);
+		v++;
 	}
+}
+
+/* Counts are whole numbers: printed as such (most samples), without
+ * printf's floating-point path. */
+static void format_value(struct buf *b, double v)
+{
+	char tmp[40], *p = tmp + sizeof(tmp);
+	uint64_t n;
+
+	if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v) {
+		n = (uint64_t)v;
+		*--p = '\n';
+		do
+			*--p = (char)('0' + n % 10);
+		while (n /= 10);
+		*--p = ' ';
+		buf_append(b, p, (size_t)(tmp + sizeof(tmp) - p), NULL);
+		return;
+	}
+	out_printf(b, " %.17g\n", v);
 }
 
 /* name{k1="v1",…} value: labels as NULL-terminated key, value pairs. */
@@ -307,7 +328,68 @@ static void sample(struct buf *b, const char *name, const char *const *labels,
 	}
 	if (labels && labels[0])
 		buf_append(b, "}", 1, NULL);
-	out_printf(b, " %.17g\n", value);
+	format_value(b, value);
+}
+
+/* ---- directory fds kept between scrapes ---- */
+
+/* Reading a cgroup file by its full path walks a dozen components each
+ * time: a scrape keeps an O_PATH fd of each directory it reads and opens
+ * files relative to it. Entries no scrape used last time are closed.
+ * Scrapes take turns (scrape_mu); nothing else touches the cache. */
+#define DIRFD_MAX 256
+static pthread_mutex_t scrape_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dirfd_ent {
+	char *path;
+	int fd;
+	bool used;
+} fdc[DIRFD_MAX];
+static size_t n_fdc;
+
+static int dir_fd(const char *path)
+{
+	int fd;
+
+	for (size_t i = 0; i < n_fdc; i++)
+		if (!strcmp(fdc[i].path, path)) {
+			fdc[i].used = true;
+			return fdc[i].fd;
+		}
+	fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || n_fdc == DIRFD_MAX)
+		return fd; /* the caller closes one that is not cached */
+	fdc[n_fdc++] = (struct dirfd_ent){xstrdup(path), fd, true};
+	return fd;
+}
+
+static bool dir_fd_cached(int fd)
+{
+	for (size_t i = 0; i < n_fdc; i++)
+		if (fdc[i].fd == fd)
+			return true;
+	return false;
+}
+
+static void dir_fd_sweep(void)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n_fdc; i++) {
+		if (fdc[i].used) {
+			fdc[i].used = false;
+			fdc[k++] = fdc[i];
+			continue;
+		}
+		close(fdc[i].fd);
+		free(fdc[i].path);
+	}
+	n_fdc = k;
+}
+
+static void dir_fd_put(int fd)
+{
+	if (fd >= 0 && !dir_fd_cached(fd))
+		close(fd);
 }
 
 /* ---- per unit, per pod ---- */
@@ -317,28 +399,35 @@ struct unit_now {
 	int64_t log_bytes;
 };
 
-static int64_t file_size(const char *p)
+static int64_t file_size(int dirfd, const char *name)
 {
 	struct stat st;
 
-	return stat(p, &st) == 0 ? (int64_t)st.st_size : -1;
+	return fstatat(dirfd, name, &st, 0) == 0 ? (int64_t)st.st_size : -1;
 }
 
 /* The bytes of a unit run's log files: the current one and its rotations
  * (crilog's <path>.1 …). */
 static int64_t log_bytes(const char *path)
 {
-	int64_t sum = file_size(path), n;
-	char p[4200];
+	const char *slash = strrchr(path, '/');
+	char dir[4200], name[300];
+	int64_t sum, n;
+	int fd;
 
-	if (sum < 0)
+	if (!slash || slash == path || (size_t)(slash - path) >= sizeof(dir))
 		return -1;
-	for (int k = 1; k <= 64; k++) {
-		snprintf(p, sizeof(p), "%s.%d", path, k);
-		if ((n = file_size(p)) < 0)
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if ((fd = dir_fd(dir)) < 0)
+		return -1;
+	sum = file_size(fd, slash + 1);
+	for (int k = 1; sum >= 0 && k <= 64; k++) {
+		snprintf(name, sizeof(name), "%s.%d", slash + 1, k);
+		if ((n = file_size(fd, name)) < 0)
 			break;
 		sum += n;
 	}
+	dir_fd_put(fd);
 	return sum;
 }
 
@@ -356,8 +445,22 @@ static void render_units(struct buf *b, const struct metrics_snap *s)
 
 	for (size_t i = 0; i < s->n_units; i++) {
 		now[i].st = (struct stats_unit){-1, -1, -1};
-		if (s->units[i].cgroups)
-			stats_unit_read(s->units[i].cgroups, &now[i].st);
+		const struct metrics_unit *u = &s->units[i];
+		struct stats_unit_src src = {.cpu_idx = u->cpu_idx,
+					     .mem_idx = u->mem_idx,
+					     .cpu_v1 = u->cpu_v1,
+					     .mem_v2 = u->mem_v2};
+
+		if (u->cgroups) {
+			int cfd = u->cpu_idx >= 0 ? dir_fd(u->cgroups[u->cpu_idx])
+						  : -1;
+			int mfd = u->mem_idx >= 0 ? dir_fd(u->cgroups[u->mem_idx])
+						  : -1;
+
+			stats_unit_read_at(cfd, mfd, &src, &now[i].st);
+			dir_fd_put(cfd);
+			dir_fd_put(mfd);
+		}
 		now[i].log_bytes =
 		    s->units[i].log_path ? log_bytes(s->units[i].log_path) : -1;
 	}
@@ -722,10 +825,13 @@ void metrics_render(struct buf *out)
 	struct copied *c = xmalloc(sizeof(*c));
 
 	copy_counters(c);
+	pthread_mutex_lock(&scrape_mu);
 	if (s) {
 		render_units(out, s);
 		render_pod(out, s);
 	}
+	dir_fd_sweep();
+	pthread_mutex_unlock(&scrape_mu);
 	render_probes(out, s, c);
 	render_pulls(out, c);
 	render_agent(out, c);

@@ -35,6 +35,10 @@ struct metrics_unit {
 	enum metrics_state state;
 	int restarts;
 	char **cgroups;	 /* the current run's cgroup dirs; NULL: none */
+	/* Which of them hold the CPU and memory files (stats.h), found once
+	 * per run. */
+	int cpu_idx, mem_idx;
+	bool cpu_v1, mem_v2;
 	char *log_path;	 /* the current run's CRI log */
 };
 
