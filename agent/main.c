@@ -344,8 +344,9 @@ static int parse_seccomp_arg(int c, struct opts *o)
 	switch (c) {
 	case O_SECCOMP:
 		if (strcmp(optarg, "unconfined") && strcmp(optarg, "default")) {
-			fprintf(stderr, "cell-agent: --seccomp %s: want default "
-					"or unconfined\n",
+			fprintf(stderr,
+				"cell-agent: --seccomp %s: want default "
+				"or unconfined\n",
 				optarg);
 			return -1;
 		}

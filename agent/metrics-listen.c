@@ -22,9 +22,9 @@ struct metrics_listener {
 const char *metrics_route(const char *path)
 {
 	static const char *const known[] = {
-	    "ping",	    "version", "status", "updatepod",	"logs",
-	    "file",	    "deploy",  "metrics", "resizevolume", "exec",
-	    "attach",	    "portforward"};
+	    "ping",	    "version", "status", "updatepod",
+	    "logs",	    "file",    "deploy", "metrics",
+	    "resizevolume", "exec",    "attach", "portforward"};
 	size_t n = strcspn(path, "/");
 
 	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
@@ -40,8 +40,8 @@ int api_metrics(struct mg_connection *c)
 
 	buf_init(&b, METRICS_MAX);
 	metrics_render(&b);
-	status = reply(c, 200, METRICS_CONTENT_TYPE, b.data ? b.data : "",
-		       b.len);
+	status =
+	    reply(c, 200, METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len);
 	buf_free(&b);
 	return status;
 }
@@ -63,8 +63,8 @@ static int on_plain(struct mg_connection *c, void *cbdata)
 	return status;
 }
 
-int metrics_listen(const char *addr, struct metrics_listener **out,
-		   char *err, size_t errlen)
+int metrics_listen(const char *addr, struct metrics_listener **out, char *err,
+		   size_t errlen)
 {
 	struct metrics_listener *l = xcalloc(1, sizeof(*l));
 	struct mg_callbacks cb = {0};

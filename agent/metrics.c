@@ -267,8 +267,9 @@ static void out_printf(struct buf *b, const char *fmt, ...)
 	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
 	if (n > 0)
-		buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n
-							    : sizeof(tmp) - 1,
+		buf_append(b, tmp,
+			   (size_t)n < sizeof(tmp) ? (size_t)n
+						   : sizeof(tmp) - 1,
 			   NULL);
 }
 
@@ -288,7 +289,10 @@ static void label_value(struct buf *b, const char *v)
 		v += n;
 		if (!*v)
 			break;
-		buf_append(b, *v == '\n' ? "\\n" : *v == '"' ? "\\\"" : "\\\\",
+		buf_append(b,
+			   *v == '\n'  ? "\\n"
+			   : *v == '"' ? "\\\""
+				       : "\\\\",
 			   2, NULL);
 		v++;
 	}
@@ -452,10 +456,12 @@ static void render_units(struct buf *b, const struct metrics_snap *s)
 					     .mem_v2 = u->mem_v2};
 
 		if (u->cgroups) {
-			int cfd = u->cpu_idx >= 0 ? dir_fd(u->cgroups[u->cpu_idx])
-						  : -1;
-			int mfd = u->mem_idx >= 0 ? dir_fd(u->cgroups[u->mem_idx])
-						  : -1;
+			int cfd = u->cpu_idx >= 0
+				      ? dir_fd(u->cgroups[u->cpu_idx])
+				      : -1;
+			int mfd = u->mem_idx >= 0
+				      ? dir_fd(u->cgroups[u->mem_idx])
+				      : -1;
 
 			stats_unit_read_at(cfd, mfd, &src, &now[i].st);
 			dir_fd_put(cfd);
@@ -576,10 +582,9 @@ static void render_pod(struct buf *b, const struct metrics_snap *s)
 	for (int k = 0; k < NI_N; k++) {
 		family(b, names[k], "counter", helps[k]);
 		for (size_t i = 0; i < n; i++) {
-			const char *l[] = {"namespace", s->namespace,
-					   "pod",	s->pod,
-					   "interface", ifs[i].name,
-					   NULL};
+			const char *l[] = {
+			    "namespace", s->namespace, "pod", s->pod,
+			    "interface", ifs[i].name,  NULL};
 			sample(b, names[k], l, (double)ifs[i].v[k]);
 		}
 	}
@@ -655,14 +660,13 @@ static void render_probes(struct buf *b, const struct metrics_snap *s,
 	       "How long probe attempts took.");
 	for (size_t i = 0; i < c->n_probes; i++) {
 		const struct probe_row *r = &c->probes[i];
-		const char *l[] = {"namespace",	 ns,
-				   "pod",	 pod,
-				   "container",	 r->unit,
-				   "probe_type", r->which >= 0
-						     ? probe_types[r->which]
-						     : "",
-				   "le",	 le,
-				   NULL};
+		const char *l[] = {
+		    "namespace",  ns,
+		    "pod",	  pod,
+		    "container",  r->unit,
+		    "probe_type", r->which >= 0 ? probe_types[r->which] : "",
+		    "le",	  le,
+		    NULL};
 
 		if (r->which < 0)
 			continue;
@@ -705,9 +709,9 @@ static void render_pulls(struct buf *b, const struct copied *c)
 		for (int ok = 1; ok >= 0; ok--) {
 			const char *l[] = {"image", c->pulls[i].image, "result",
 					   ok ? "success" : "failure", NULL};
-			sample(b, "cell_image_pulls_total", l,
-			       (double)(ok ? c->pulls[i].ok
-					   : c->pulls[i].failed));
+			sample(
+			    b, "cell_image_pulls_total", l,
+			    (double)(ok ? c->pulls[i].ok : c->pulls[i].failed));
 		}
 	family(b, "cell_image_pull_duration_seconds_total", "counter",
 	       "Seconds spent pulling the image.");

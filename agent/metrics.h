@@ -34,12 +34,12 @@ struct metrics_unit {
 	bool is_init, ready;
 	enum metrics_state state;
 	int restarts;
-	char **cgroups;	 /* the current run's cgroup dirs; NULL: none */
+	char **cgroups; /* the current run's cgroup dirs; NULL: none */
 	/* Which of them hold the CPU and memory files (stats.h), found once
 	 * per run. */
 	int cpu_idx, mem_idx;
 	bool cpu_v1, mem_v2;
-	char *log_path;	 /* the current run's CRI log */
+	char *log_path; /* the current run's CRI log */
 };
 
 struct metrics_snap {
@@ -83,8 +83,8 @@ void metrics_render(struct buf *out);
 struct metrics_listener;
 /* addr: "HOST:PORT" (IPv4, or [IPv6]:PORT); serves GET /metrics and GET
  * /rest/v1/metrics only, without TLS (off by default: --metrics-listen). */
-int metrics_listen(const char *addr, struct metrics_listener **out,
-		   char *err, size_t errlen);
+int metrics_listen(const char *addr, struct metrics_listener **out, char *err,
+		   size_t errlen);
 int metrics_listener_port(const struct metrics_listener *l);
 void metrics_listener_stop(struct metrics_listener *l);
 

@@ -26,7 +26,7 @@ struct pullproc {
 	size_t line_len;
 	char *error; /* the helper's error line's message */
 	int error_code;
-	char *last; /* its last line that was not JSON (a log line) */
+	char *last;	     /* its last line that was not JSON (a log line) */
 	uint64_t started_ns; /* monotonic, at the spawn */
 	uint64_t bytes;	     /* downloaded, from its layer_done lines */
 };

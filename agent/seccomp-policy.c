@@ -50,10 +50,10 @@ static int read_profile(const char *path, int dirfd, struct sc_profile *out,
 	int rc;
 
 	buf_init(&b, SC_PROFILE_MAX);
-	fd = dirfd >= 0 ? path_open_beneath(dirfd, path,
-					    O_RDONLY | O_NONBLOCK | O_CLOEXEC,
-					    0, e)
-			: open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	fd = dirfd >= 0
+		 ? path_open_beneath(dirfd, path,
+				     O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0, e)
+		 : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return dirfd >= 0 ? -1 : cerr_sys(e, "open");
 	/* A profile is read whole: a FIFO or a device would block. */
@@ -183,8 +183,8 @@ static int localhost(const char *file, char *const *caps, void **bpf,
 	if (dirfd < 0)
 		return cerr_sys(e, "open %s", P.localhost_dir);
 	if (read_profile(rel, dirfd, &p, e) < 0)
-		return cerr_prefix(e, "seccomp profile %s/%s",
-				   P.localhost_dir, rel);
+		return cerr_prefix(e, "seccomp profile %s/%s", P.localhost_dir,
+				   rel);
 	rc = build(name, &p, caps, bpf, len, e);
 	sc_profile_free(&p);
 	return rc < 0 ? cerr_prefix(e, "seccomp profile %s", file) : 0;
@@ -203,9 +203,9 @@ int seccomp_policy_for(const struct seccomp_ref *unit,
 	if (!P.ready)
 		return 0;
 	if (!r || !r->type)
-		return P.unconfined ? 0
-				    : build("default", &P.def, caps, bpf, len,
-					    e);
+		return P.unconfined
+			   ? 0
+			   : build("default", &P.def, caps, bpf, len, e);
 	if (!strcmp(r->type, "Unconfined"))
 		return 0;
 	if (!strcmp(r->type, "Localhost"))

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Which seccomp filter a unit gets (docs/agent-runtime.md "Seccomp"):
+/* The seccomp filter of each unit (docs/agent-runtime.md "Seccomp"):
  * the agent's default profile (built in, or --seccomp-profile FILE), none
  * (--seccomp unconfined, or a seccompProfile of type Unconfined), or a
  * Localhost profile under --seccomp-profile-dir. Filters are built once per
@@ -14,8 +14,8 @@
 #include "err.h"
 
 struct seccomp_policy_opts {
-	const char *profile_file; /* NULL: the built-in default */
-	bool unconfined;	  /* units without a seccompProfile get none */
+	const char *profile_file;  /* NULL: the built-in default */
+	bool unconfined;	   /* units without a seccompProfile get none */
 	const char *localhost_dir; /* Localhost profiles; NULL: refused */
 };
 

@@ -256,14 +256,12 @@ void stats_unit_resolve(char *const *cgroup_dirs, struct stats_unit_src *src)
 	const char *mem;
 
 	*src = (struct stats_unit_src){.cpu_idx = -1, .mem_idx = -1};
-	for (int i = 0; cgroup_dirs && cgroup_dirs[i] && src->cpu_idx < 0;
-	     i++)
+	for (int i = 0; cgroup_dirs && cgroup_dirs[i] && src->cpu_idx < 0; i++)
 		if (dir_has(cgroup_dirs[i], "cpuacct.usage")) {
 			src->cpu_idx = i;
 			src->cpu_v1 = true;
 		}
-	for (int i = 0; cgroup_dirs && cgroup_dirs[i] && src->cpu_idx < 0;
-	     i++)
+	for (int i = 0; cgroup_dirs && cgroup_dirs[i] && src->cpu_idx < 0; i++)
 		if (dir_has(cgroup_dirs[i], "cpu.stat") &&
 		    dir_has(cgroup_dirs[i], "cgroup.controllers"))
 			src->cpu_idx = i;
@@ -327,8 +325,8 @@ void stats_unit_read_at(int cpu_dirfd, int mem_dirfd,
 	}
 	if (mem_dirfd < 0)
 		return;
-	usage = read_single_at(mem_dirfd, v2 ? "memory.current"
-					     : "memory.usage_in_bytes");
+	usage = read_single_at(mem_dirfd,
+			       v2 ? "memory.current" : "memory.usage_in_bytes");
 	if (read_capped_at(mem_dirfd, "memory.stat", &b) == 0) {
 		inactive = v2 ? keyed_value(&b, "inactive_file")
 			      : keyed_value(&b, "total_inactive_file");

@@ -495,8 +495,8 @@ static void collect_usage(struct supervisor *s, struct pod_status *ps)
 			 (int)st[0].container_pid);
 		paths.proc_net_dev = netdev;
 	}
-	if (stats_collect(&s->stats, &paths, uu, n, s->o.state_dir,
-			  &ps->usage, &ps->n_usage, &e) < 0)
+	if (stats_collect(&s->stats, &paths, uu, n, s->o.state_dir, &ps->usage,
+			  &ps->n_usage, &e) < 0)
 		log_warn("resource usage: %s", e.msg);
 	for (size_t i = 0; i < n; i++)
 		runtime_state_free(&st[i]);

@@ -475,8 +475,8 @@ static int parse_seccomp(const json_t *root, struct run_config *c,
 		return 0;
 	if (!json_is_string(v))
 		return cerr_set(e, EINVAL, "seccomp: not a string");
-	if (b64_decode(json_string_value(v), json_string_length(v),
-		       B64_PADDED, &b, e) < 0) {
+	if (b64_decode(json_string_value(v), json_string_length(v), B64_PADDED,
+		       &b, e) < 0) {
 		buf_free(&b);
 		return cerr_prefix(e, "seccomp");
 	}

@@ -17,8 +17,7 @@ int sc_install(const void *bpf, size_t len, struct cerr *e)
 	    .filter = (struct sock_filter *)bpf,
 	};
 
-	if (!len || len % SC_INSN_SIZE ||
-	    len > SC_BPF_MAX_INSNS * SC_INSN_SIZE)
+	if (!len || len % SC_INSN_SIZE || len > SC_BPF_MAX_INSNS * SC_INSN_SIZE)
 		return cerr_set(e, EINVAL, "seccomp: program of %zu bytes",
 				len);
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)

@@ -51,8 +51,7 @@ static int bad(const struct pctx *c, const char *at, const char *val,
 	int line = val ? line_of(c, val) : 0;
 
 	if (line)
-		return cerr_set(c->e, EINVAL, "line %d: %s: %s", line, at,
-				why);
+		return cerr_set(c->e, EINVAL, "line %d: %s: %s", line, at, why);
 	return cerr_set(c->e, EINVAL, "%s: %s", at, why);
 }
 
@@ -95,13 +94,25 @@ static const struct {
 	const char *name;
 	int num;
 } errnos[] = {
-    {"EPERM", EPERM},	{"ENOENT", ENOENT}, {"EIO", EIO},
-    {"E2BIG", E2BIG},	{"EBADF", EBADF},   {"EAGAIN", EAGAIN},
-    {"ENOMEM", ENOMEM}, {"EACCES", EACCES}, {"EFAULT", EFAULT},
-    {"EBUSY", EBUSY},	{"EEXIST", EEXIST}, {"ENODEV", ENODEV},
-    {"EINVAL", EINVAL}, {"ENOSPC", ENOSPC}, {"ENOSYS", ENOSYS},
-    {"ENOTSUP", ENOTSUP}, {"EOPNOTSUPP", EOPNOTSUPP},
-    {"EAFNOSUPPORT", EAFNOSUPPORT}, {"EPROTONOSUPPORT", EPROTONOSUPPORT},
+    {"EPERM", EPERM},
+    {"ENOENT", ENOENT},
+    {"EIO", EIO},
+    {"E2BIG", E2BIG},
+    {"EBADF", EBADF},
+    {"EAGAIN", EAGAIN},
+    {"ENOMEM", ENOMEM},
+    {"EACCES", EACCES},
+    {"EFAULT", EFAULT},
+    {"EBUSY", EBUSY},
+    {"EEXIST", EEXIST},
+    {"ENODEV", ENODEV},
+    {"EINVAL", EINVAL},
+    {"ENOSPC", ENOSPC},
+    {"ENOSYS", ENOSYS},
+    {"ENOTSUP", ENOTSUP},
+    {"EOPNOTSUPP", EOPNOTSUPP},
+    {"EAFNOSUPPORT", EAFNOSUPPORT},
+    {"EPROTONOSUPPORT", EPROTONOSUPPORT},
 };
 
 /* errnoRet (a number) or errno (a name); def when neither is there. */
@@ -160,9 +171,12 @@ static const struct {
 	const char *name;
 	int op;
 } ops[] = {
-    {"SCMP_CMP_NE", SCMP_CMP_NE},	  {"SCMP_CMP_LT", SCMP_CMP_LT},
-    {"SCMP_CMP_LE", SCMP_CMP_LE},	  {"SCMP_CMP_EQ", SCMP_CMP_EQ},
-    {"SCMP_CMP_GE", SCMP_CMP_GE},	  {"SCMP_CMP_GT", SCMP_CMP_GT},
+    {"SCMP_CMP_NE", SCMP_CMP_NE},
+    {"SCMP_CMP_LT", SCMP_CMP_LT},
+    {"SCMP_CMP_LE", SCMP_CMP_LE},
+    {"SCMP_CMP_EQ", SCMP_CMP_EQ},
+    {"SCMP_CMP_GE", SCMP_CMP_GE},
+    {"SCMP_CMP_GT", SCMP_CMP_GT},
     {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ},
 };
 
@@ -219,8 +233,8 @@ static int parse_args(const struct pctx *c, const json_t *sc, const char *at,
 	return 0;
 }
 
-static int parse_filter(const struct pctx *c, const json_t *sc,
-			const char *key, const char *at, struct sc_filter *f)
+static int parse_filter(const struct pctx *c, const json_t *sc, const char *key,
+			const char *at, struct sc_filter *f)
 {
 	json_t *o = json_object_get(sc, key);
 	const char *mk;
@@ -282,10 +296,10 @@ static int parse_rule(const struct pctx *c, const json_t *sc, size_t i,
 }
 
 static const char *const known_arches[] = {
-    "x86",	 "x86_64",     "x32",	   "arm",	"aarch64",
-    "mips",	 "mips64",     "mips64n32", "mipsel",	"mipsel64",
-    "mipsel64n32", "ppc",	       "ppc64",	   "ppc64le",	"s390",
-    "s390x",	 "parisc",     "parisc64", "riscv64",
+    "x86",	   "x86_64", "x32",	  "arm",     "aarch64",
+    "mips",	   "mips64", "mips64n32", "mipsel",  "mipsel64",
+    "mipsel64n32", "ppc",    "ppc64",	  "ppc64le", "s390",
+    "s390x",	   "parisc", "parisc64",  "riscv64",
 };
 
 /* "SCMP_ARCH_X86_64" → "x86_64" (libseccomp's name), NULL if unknown. */
@@ -344,9 +358,9 @@ static int parse_arches(const struct pctx *c, const json_t *root,
 			   "both architectures and archMap");
 	if (list && !json_is_null(list) && !json_is_array(list))
 		return bad(c, "architectures", NULL, "not an array");
-	json_array_foreach(list, i, v) if (push_arch(c, "architectures", v,
-						     p->arches, &n) < 0) return
-	    -1;
+	json_array_foreach(list, i,
+			   v) if (push_arch(c, "architectures", v, p->arches,
+					    &n) < 0) return -1;
 	if (map && !json_is_null(map) && !json_is_array(map))
 		return bad(c, "archMap", NULL, "not an array");
 	json_array_foreach(map, i, m)
@@ -364,9 +378,9 @@ static int parse_arches(const struct pctx *c, const json_t *root,
 		if (subs && !json_is_null(subs) && !json_is_array(subs))
 			return bad(c, "archMap", NULL,
 				   "subArchitectures: not an array");
-		json_array_foreach(subs, j, v) if (push_arch(c, "archMap", v,
-							     p->arches,
-							     &n) < 0) return -1;
+		json_array_foreach(subs, j,
+				   v) if (push_arch(c, "archMap", v, p->arches,
+						    &n) < 0) return -1;
 	}
 	return 0;
 }

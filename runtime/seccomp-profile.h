@@ -28,8 +28,8 @@
 
 #define SC_PROFILE_MAX (4u << 20) /* a profile file */
 #define SC_MAX_RULES 4096
-#define SC_MAX_NAMES 4096 /* per rule */
-#define SC_MAX_ARGS 6	  /* a syscall has six arguments */
+#define SC_MAX_NAMES 4096     /* per rule */
+#define SC_MAX_ARGS 6	      /* a syscall has six arguments */
 #define SC_BPF_MAX_INSNS 4096 /* BPF_MAXINSNS: the kernel's limit */
 #define SC_INSN_SIZE 8	      /* sizeof(struct sock_filter) */
 

@@ -38,8 +38,7 @@ static void kernel_version(int v[2])
 		v[0] = v[1] = 0;
 }
 
-static int add_arches(scmp_filter_ctx ctx, char *const *arches,
-		      struct cerr *e)
+static int add_arches(scmp_filter_ctx ctx, char *const *arches, struct cerr *e)
 {
 	uint32_t native = seccomp_arch_native();
 
@@ -48,9 +47,9 @@ static int add_arches(scmp_filter_ctx ctx, char *const *arches,
 		int rc;
 
 		if (!a)
-			return cerr_set(e, EINVAL,
-					"architecture %s: unknown to libseccomp",
-					arches[i]);
+			return cerr_set(
+			    e, EINVAL, "architecture %s: unknown to libseccomp",
+			    arches[i]);
 		if (a == native)
 			continue;
 		rc = seccomp_arch_add(ctx, a);

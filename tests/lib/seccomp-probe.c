@@ -12,22 +12,47 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define S(n) {#n, SYS_##n}
+#define S(n)                                                                   \
+	{                                                                      \
+#n, SYS_##n                                                    \
+	}
 static const struct {
 	const char *name;
 	long nr;
 } calls[] = {
-    S(add_key),		  S(request_key),   S(keyctl),
-    S(bpf),		  S(perf_event_open), S(kexec_load),
-    S(kexec_file_load),	  S(open_by_handle_at), S(userfaultfd),
-    S(init_module),	  S(finit_module),  S(delete_module),
-    S(acct),		  S(iopl),	    S(ioperm),
-    S(settimeofday),	  S(clock_settime), S(lookup_dcookie),
-    S(fanotify_init),	  S(kcmp),	    S(swapon),
-    S(swapoff),		  S(uselib),	    S(vmsplice),
-    S(move_pages),	  S(migrate_pages), S(sysfs),
-    S(ustat),		  S(nfsservctl),    S(getpid),
-    S(chroot),		  S(getppid),	    S(mkdir),
+    S(add_key),
+    S(request_key),
+    S(keyctl),
+    S(bpf),
+    S(perf_event_open),
+    S(kexec_load),
+    S(kexec_file_load),
+    S(open_by_handle_at),
+    S(userfaultfd),
+    S(init_module),
+    S(finit_module),
+    S(delete_module),
+    S(acct),
+    S(iopl),
+    S(ioperm),
+    S(settimeofday),
+    S(clock_settime),
+    S(lookup_dcookie),
+    S(fanotify_init),
+    S(kcmp),
+    S(swapon),
+    S(swapoff),
+    S(uselib),
+    S(vmsplice),
+    S(move_pages),
+    S(migrate_pages),
+    S(sysfs),
+    S(ustat),
+    S(nfsservctl),
+    S(getpid),
+    S(chroot),
+    S(getppid),
+    S(mkdir),
 };
 
 static void *worker(void *arg)

@@ -37,8 +37,7 @@ static void test_default(void)
 	ok(sc_profile_parse(sc_default_profile, sc_default_profile_size, &p,
 			    &e) == 0,
 	   "the built-in profile parses: %s", e.msg);
-	ok(p.default_action == SCMP_ACT_ERRNO(ENOSYS),
-	   "its default is ENOSYS");
+	ok(p.default_action == SCMP_ACT_ERRNO(ENOSYS), "its default is ENOSYS");
 	ok(has(p.arches, "x86_64") && has(p.arches, "x86") &&
 	       has(p.arches, "x32"),
 	   "archMap: x86_64 with x86 and x32");
@@ -80,8 +79,7 @@ static void test_rules(void)
 	   "includes.arches");
 	ok(!sc_rule_applies(&p.rules[2], without, "amd64", k),
 	   "includes.minKernel");
-	ok(p.rules[3].n_args == 1 && p.rules[3].args[0].value == 8,
-	   "args");
+	ok(p.rules[3].n_args == 1 && p.rules[3].args[0].value == 8, "args");
 	sc_profile_free(&p);
 }
 
@@ -187,8 +185,9 @@ static void test_filters(void)
 	       len > 100,
 	   "the default compiles (%zu bytes): %s", len, e.msg);
 	r = in_child(bpf, len, check_default);
-	ok(r == 0, "kexec_load, bpf, userfaultfd, chroot EPERM; add_key and "
-		    "an unknown one ENOSYS (%d)",
+	ok(r == 0,
+	   "kexec_load, bpf, userfaultfd, chroot EPERM; add_key and "
+	   "an unknown one ENOSYS (%d)",
 	   r);
 	free(bpf);
 	ok(sc_compile(&p, chroot_cap, &bpf, &len, &e) == 0,
@@ -213,8 +212,7 @@ static void test_runconfig(void)
 	       c.seccomp_len == 8,
 	   "run.json seccomp: one instruction: %s", e.msg);
 	s = runconfig_to_json(&c);
-	ok(strstr(s, "\"seccomp\": \"AAAAAAAAAAA=\"") != NULL,
-	   "written back");
+	ok(strstr(s, "\"seccomp\": \"AAAAAAAAAAA=\"") != NULL, "written back");
 	free(s);
 	runconfig_free(&c);
 	s = xstrdup(rj);
