@@ -20,6 +20,7 @@
 #include "digest.h"
 #include "fsutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "runtime.h"
 #include "pullproc.h"
 #include "sup-internal.h"
@@ -322,6 +323,7 @@ static void drop_removed(struct supervisor *s)
 			unit_drop_run(u, u->seq - 1);
 			if (fs_rm_rf(u->dir, &e) < 0)
 				log_warn("remove %s: %s", u->dir, e.msg);
+			metrics_forget_unit(u->name);
 			unit_rec_free(u);
 			continue;
 		}
