@@ -23,7 +23,7 @@ import pytest
 from images import File, Image, Layer, busybox_layer, push
 from registry import free_port
 from test_agent_api import pod_agent, start_agent
-from wire import unit
+from wire import pod_params, unit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROFILE = "/usr/share/containers/seccomp.json"
@@ -180,14 +180,28 @@ def test_capability_opens_gated_syscalls(tmp_path, module_registry, image, profi
         assert res["kexec_load"] == (-1, 1), res
 
 
-def test_unconfined(tmp_path, module_registry, image):
-    units = [sleeper("free", image)]
-    with pod(tmp_path, module_registry, "ns_scfree", units,
-                   "--seccomp", "unconfined") as (a, c):
+def test_unconfined_as_an_itzo_flag(tmp_path, module_registry, image):
+    """--seccomp unconfined, given the way Kip gives flags: cell_config.yaml's
+    itzoFlag-seccomp."""
+    a = start_agent(str(tmp_path / "agent"), "--insecure-registry", module_registry.host,
+                    env={"CELL_CGROUP_NEST": "1"},
+                    boot_config='itzoFlag-seccomp: "unconfined"\n')
+    c = a.client()
+    try:
+        c.update_pod(pod_params("ns_scfree", units=[sleeper("free", image)],
+                                terminationGracePeriodSeconds=0))
+        c.wait_status(running(1), timeout=60)
         st = run_exec(c, "free", [BB, "cat", "/proc/self/status"])
         assert status_field(st, "Seccomp") == "0"
         res = probe_results(run_exec(c, "free", ["/probe", "add_key"]))
         assert res["add_key"][1] != 38, res  # the kernel's EFAULT
+    finally:
+        c.update_pod(pod_params("ns_scfree", terminationGracePeriodSeconds=0))
+        units = os.path.join(a.dir, "state", "units")
+        end = time.monotonic() + 20
+        while os.path.isdir(units) and os.listdir(units) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert a.stop() == 0, a.log()[-3000:]
 
 
 def test_localhost_and_unconfined_profiles(tmp_path, module_registry, image):
