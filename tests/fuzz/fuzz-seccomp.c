@@ -3,8 +3,6 @@
  * crash, no leak": what parses holds what sc_compile relies on (names,
  * at most six arguments with indexes 0..5, known architectures), and the
  * includes/excludes rules run on every rule. */
-/* The fixtures build vectors from string literals. */
-#pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(const struct sc_profile *p)
 {
-	static char *const caps[] = {"CAP_SYS_ADMIN", "net_raw", NULL};
+	static char cap_a[] = "CAP_SYS_ADMIN", cap_b[] = "net_raw";
+	char *const caps[] = {cap_a, cap_b, NULL};
 	static const int kernel[2] = {6, 1};
 
 	if (p->n_rules > SC_MAX_RULES || !p->arches)
