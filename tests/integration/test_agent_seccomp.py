@@ -195,6 +195,8 @@ def test_unconfined_as_an_itzo_flag(tmp_path, module_registry, image):
         assert status_field(st, "Seccomp") == "0"
         res = probe_results(run_exec(c, "free", ["/probe", "add_key"]))
         assert res["add_key"][1] != 38, res  # the kernel's EFAULT
+        # Taken as a flag (an agent without it ignores it with a warning).
+        assert "ignoring itzoFlag-seccomp" not in a.log(), a.log()[-2000:]
     finally:
         c.update_pod(pod_params("ns_scfree", terminationGracePeriodSeconds=0))
         units = os.path.join(a.dir, "state", "units")
