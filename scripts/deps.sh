@@ -28,6 +28,7 @@ PKGS=(
 	xorriso # boot: ISO images with an Azure ovf-env.xml for loop mounts
 	# image-build: static musl binaries, Debian images, the qemu boot test
 	musl-tools nasm autoconf automake libtool extlinux fdisk qemu-utils
+	gperf # static-deps.sh: libseccomp's build
 	qemu-system-x86 cloud-image-utils
 )
 missing=()
