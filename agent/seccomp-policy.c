@@ -41,24 +41,17 @@ static void *memdup_(const void *p, size_t n)
 	return q;
 }
 
-static int read_profile(const char *path, int dirfd, struct sc_profile *out,
-			struct cerr *e)
+/* A profile from an open file: regular files only (a FIFO or a device
+ * would block a read of the whole), at most SC_PROFILE_MAX. */
+static int read_profile_fd(int fd, struct sc_profile *out, struct cerr *e)
 {
 	struct buf b;
-	cleanup_close int fd = -1;
 	struct stat st;
 	int rc;
 
-	buf_init(&b, SC_PROFILE_MAX);
-	fd = dirfd >= 0
-		 ? path_open_beneath(dirfd, path,
-				     O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0, e)
-		 : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return dirfd >= 0 ? -1 : cerr_sys(e, "open");
-	/* A profile is read whole: a FIFO or a device would block. */
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return cerr_set(e, EINVAL, "not a regular file");
+	buf_init(&b, SC_PROFILE_MAX);
 	if (fs_read_fd(fd, &b, e) < 0) {
 		buf_free(&b);
 		return -1;
@@ -66,6 +59,16 @@ static int read_profile(const char *path, int dirfd, struct sc_profile *out,
 	rc = sc_profile_parse(b.data ? b.data : "", b.len, out, e);
 	buf_free(&b);
 	return rc;
+}
+
+static int read_profile(const char *path, struct sc_profile *out,
+			struct cerr *e)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return cerr_sys(e, "open");
+	return read_profile_fd(fd, out, e);
 }
 
 int seccomp_policy_init(const struct seccomp_policy_opts *o, struct cerr *e)
@@ -77,7 +80,7 @@ int seccomp_policy_init(const struct seccomp_policy_opts *o, struct cerr *e)
 	P.unconfined = o->unconfined;
 	P.localhost_dir = o->localhost_dir ? xstrdup(o->localhost_dir) : NULL;
 	if (o->profile_file) {
-		if (read_profile(o->profile_file, -1, &P.def, e) < 0)
+		if (read_profile(o->profile_file, &P.def, e) < 0)
 			return cerr_prefix(e, "seccomp profile %s",
 					   o->profile_file);
 	} else if (sc_profile_parse(sc_default_profile,
@@ -159,33 +162,42 @@ out:
 	return rc;
 }
 
+/* A Localhost profile: read when a unit starts (as the kubelet does), its
+ * filter kept while the file stays the same (name, inode, size, mtime). */
 static int localhost(const char *file, char *const *caps, void **bpf,
 		     size_t *len, struct cerr *e)
 {
-	cleanup_free char *name = xasprintf("localhost/%s", file);
-	cleanup_close int dirfd = -1;
+	cleanup_close int dirfd = -1, fd = -1;
+	cleanup_free char *key = NULL;
 	struct sc_profile p;
 	char rel[PATH_MAX_INPUT];
+	struct stat st;
 	int rc;
 
 	if (!P.localhost_dir)
 		return cerr_set(e, EINVAL,
 				"seccompProfile Localhost: the agent has no "
 				"--seccomp-profile-dir");
-	/* Read each time it is not cached: the kubelet reads a Localhost
-	 * profile at container creation too. */
-	rc = build(name, NULL, caps, bpf, len, e);
-	if (rc <= 0)
-		return rc;
 	if (path_clean(file, rel, sizeof(rel), e) < 0 || !*rel)
 		return cerr_prefix(e, "seccompProfile %s", file);
 	dirfd = open(P.localhost_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return cerr_sys(e, "open %s", P.localhost_dir);
-	if (read_profile(rel, dirfd, &p, e) < 0)
+	fd = path_open_beneath(dirfd, rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0,
+			       e);
+	if (fd < 0 || fstat(fd, &st) < 0)
 		return cerr_prefix(e, "seccomp profile %s/%s", P.localhost_dir,
 				   rel);
-	rc = build(name, &p, caps, bpf, len, e);
+	key = xasprintf("localhost/%s@%llu/%lld/%lld.%09ld", rel,
+			(unsigned long long)st.st_ino, (long long)st.st_size,
+			(long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	rc = build(key, NULL, caps, bpf, len, e);
+	if (rc <= 0)
+		return rc;
+	if (read_profile_fd(fd, &p, e) < 0)
+		return cerr_prefix(e, "seccomp profile %s/%s", P.localhost_dir,
+				   rel);
+	rc = build(key, &p, caps, bpf, len, e);
 	sc_profile_free(&p);
 	return rc < 0 ? cerr_prefix(e, "seccomp profile %s", file) : 0;
 }

@@ -226,6 +226,21 @@ def test_localhost_and_unconfined_profiles(tmp_path, module_registry, image):
         assert res["add_key"][1] != 38, res  # not the default profile
         st = run_exec(c, "none", [BB, "cat", "/proc/self/status"])
         assert status_field(st, "Seccomp") == "0"
+        # The file is read again when it changed: a unit started after the
+        # change gets the new one, the running one keeps its filter.
+        (d / "no-mkdir.json").write_text(json.dumps({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["symlink", "symlinkat"], "action": "SCMP_ACT_ERRNO",
+                          "errnoRet": 13}]}))
+        later = sleeper("later", image, securityContext={
+            "seccompProfile": {"type": "Localhost", "localhostProfile": "no-mkdir.json"}})
+        c.update_pod(pod_params("ns_scloc", units=units + [later],
+                                terminationGracePeriodSeconds=0))
+        c.wait_status(running(3), timeout=60)
+        out, err, code = c.exec("later", [BB, "ln", "-s", "x", "/tmp/l"]).collect()
+        assert code != 0 and b"Permission denied" in err, (out, err)
+        run_exec(c, "later", [BB, "mkdir", "/tmp/d"])
+        run_exec(c, "local", [BB, "ln", "-s", "x", "/tmp/l"])
 
 
 def test_malformed_profile_refused_at_start(tmp_path):
