@@ -100,6 +100,9 @@ def test_every_family_for_a_running_pod_with_probes(tmp_path, module_registry, i
              "--metrics-listen", f"127.0.0.1:{port}") as (a, c):
         c.wait_status(lambda s: all(u["ready"] for u in s["unitStatus"]
                                     if u["name"] == "web"), timeout=30)
+        # One stream (counted as its upgrade, 101).
+        out, err, code = c.exec("web", [BB, "true"]).collect()
+        assert code == 0, (out, err)
         # One refused handshake: a client without a certificate.
         tls_raw(a, b"GET /rest/v1/ping HTTP/1.1\r\n\r\n", cert=False)
         r = c.request("GET", "rest/v1/metrics")
@@ -133,6 +136,7 @@ def test_every_family_for_a_running_pod_with_probes(tmp_path, module_registry, i
         assert pick(ss, "cell_image_pull_bytes_total", image=ref)[0] > 0
         assert pick(ss, "cell_image_cache_hits_total", image=ref, tier="shared") == [0]
         assert pick(ss, "cell_agent_api_requests_total", route="updatepod", code="200")
+        assert pick(ss, "cell_agent_api_requests_total", route="exec", code="101")
         assert pick(ss, "cell_agent_tls_handshake_failures_total", reason="failed")[0] >= 1
         assert pick(ss, "process_open_fds")[0] > 3
         assert pick(ss, "process_resident_memory_bytes")[0] > 1 << 20
