@@ -105,9 +105,18 @@ def test_every_family_for_a_running_pod_with_probes(tmp_path, module_registry, i
         assert code == 0, (out, err)
         # One refused handshake: a client without a certificate.
         tls_raw(a, b"GET /rest/v1/ping HTTP/1.1\r\n\r\n", cert=False)
-        r = c.request("GET", "rest/v1/metrics")
+        # Scrape until both probes have had an attempt (they start
+        # together, but a scrape may fall between them).
+        deadline = time.monotonic() + 20
+        while True:
+            r = c.request("GET", "rest/v1/metrics")
+            ss = samples(r.text)
+            if all(pick(ss, "prober_probe_total", container="web", probe_type=t,
+                        result="successful") for t in ("Readiness", "Liveness")) or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        ss = samples(r.text)
         names = {n for n, _, _ in ss}
         for fam in UNIT_FAMILIES:
             for u in ("web", "worker"):
