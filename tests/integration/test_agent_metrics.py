@@ -106,14 +106,17 @@ def test_every_family_for_a_running_pod_with_probes(tmp_path, module_registry, i
         # One refused handshake: a client without a certificate.
         tls_raw(a, b"GET /rest/v1/ping HTTP/1.1\r\n\r\n", cert=False)
         # Scrape until both probes have had an attempt (they start
-        # together, but a scrape may fall between them).
+        # together, but a scrape may fall between them) and the refused
+        # handshake is counted (the server's alert reaches the client just
+        # before the count).
         deadline = time.monotonic() + 20
         while True:
             r = c.request("GET", "rest/v1/metrics")
             ss = samples(r.text)
             if all(pick(ss, "prober_probe_total", container="web", probe_type=t,
-                        result="successful") for t in ("Readiness", "Liveness")) or \
-                    time.monotonic() > deadline:
+                        result="successful") for t in ("Readiness", "Liveness")) and \
+                    pick(ss, "cell_agent_tls_handshake_failures_total",
+                         reason="failed") != [0] or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
