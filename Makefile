@@ -13,7 +13,7 @@
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 OUT ?= build
 CC ?= cc
-PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1 zlib
+PKGS := libcurl jansson libarchive openssl libzstd yaml-0.1 zlib libseccomp
 PKG_CONFIG := pkg-config
 # STATIC=1 (set by `make static`): musl, every library linked statically
 # from STATIC_PREFIX (image-build/static-deps.sh), libcurl linked into
@@ -85,7 +85,7 @@ RUNTIME_SRC := $(filter-out runtime/main.c,$(wildcard runtime/*.c))
 # include of another component's -internal.h, or of a component not
 # allowed, fails to compile, and a call across the graph fails to link.
 PUB_imagepull := imagepull/pull.h imagepull/unpack.h
-PUB_runtime := runtime/runtime.h runtime/sysctl.h
+PUB_runtime := runtime/runtime.h runtime/sysctl.h runtime/seccomp-profile.h
 PUB_netsetup := netsetup/netsetup.h
 PUB_cloudinit := cloudinit/cloudinit.h
 USES_agent := runtime netsetup imagepull
@@ -212,9 +212,22 @@ $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(RUNTIME_LIB): $(call obj,$(RUNTIME_SRC))
+$(RUNTIME_LIB): $(call obj,$(RUNTIME_SRC)) $(OUT)/obj/runtime/seccomp-default.o
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
+
+# The default seccomp profile is read into the binaries at build time
+# (runtime/seccomp-default.S): Debian's golang-github-containers-common.
+SECCOMP_DEFAULT_JSON ?= /usr/share/containers/seccomp.json
+$(OUT)/obj/runtime/seccomp-default.o: runtime/seccomp-default.S $(SECCOMP_DEFAULT_JSON)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) -DSECCOMP_DEFAULT_JSON='"$(SECCOMP_DEFAULT_JSON)"' -c -o $@ $<
+$(SECCOMP_DEFAULT_JSON):
+	@echo "make: the default seccomp profile $@ is missing:" \
+		"install golang-github-containers-common (scripts/deps.sh)" \
+		"or set SECCOMP_DEFAULT_JSON=FILE" >&2
+	@exit 1
 
 $(CTL_LIB): $(call obj,$(CTL_SRC))
 	@mkdir -p $(dir $@)
@@ -233,7 +246,7 @@ $(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS_controller)
 # the archives): only the code it uses is mapped, which keeps the idle RSS
 # under 8 MiB (docs/agent.md "Performance"). An OpenSSL update means
 # rebuilding it.
-AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap \
+AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap -lseccomp \
 	-Wl,-Bdynamic -lpthread \
 	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null) # no archives
 ifeq ($(STATIC),1)

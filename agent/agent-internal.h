@@ -74,6 +74,14 @@ struct probe {
 	    failure_threshold;
 };
 
+/* A Kubernetes seccompProfile (a wire extension: Kip does not send it):
+ * type "Unconfined", "RuntimeDefault" or "Localhost" (with localhost, a
+ * file name under the agent's --seccomp-profile-dir); NULL type: not
+ * given (the unit takes the pod's, the pod the agent's default). */
+struct seccomp_ref {
+	char *type, *localhost;
+};
+
 struct unit_spec {
 	char *name;
 	char *image;
@@ -94,6 +102,7 @@ struct unit_spec {
 	char **caps_add, **caps_drop; /* "NET_ADMIN" or "CAP_NET_ADMIN" */
 	bool has_run_as_user, has_run_as_group;
 	int64_t run_as_user, run_as_group;
+	struct seccomp_ref seccomp; /* securityContext.seccompProfile */
 	struct probe liveness, readiness, startup;
 	char *termination_message_path;	  /* default /dev/termination-log */
 	char *termination_message_policy; /* "File" | "FallbackToLogsOnError" */
@@ -138,6 +147,7 @@ struct pod_spec {
 	int64_t fs_group; /* extension: Kip never sends it */
 	int64_t *supplemental_groups;
 	size_t n_supplemental_groups;
+	struct seccomp_ref seccomp; /* the units' default */
 	struct kv *sysctls;
 	size_t n_sysctls;
 	char *hostname, *subdomain;

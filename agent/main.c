@@ -23,9 +23,11 @@
 #include "fsutil.h"
 #include "imagecache.h"
 #include "log.h"
+#include "metrics.h"
 #include "pullproc.h"
 #include "quantity.h"
 #include "runtime.h"
+#include "seccomp-policy.h"
 #include "supervisor.h"
 #include "util.h"
 #include "yamlmap.h"
@@ -52,6 +54,12 @@ struct opts {
 	int agent_log_files, container_log_files;
 	/* The shared image cache (imagecache.h). */
 	struct imagecache_opts ic;
+	/* Seccomp (docs/agent-runtime.md): the default profile (NULL: the
+	 * built-in one), off, and where Localhost profiles live. */
+	const char *seccomp_profile, *seccomp_dir;
+	bool seccomp_unconfined;
+	/* The plain-HTTP metrics listener's address; NULL: none. */
+	const char *metrics_listen;
 };
 
 enum {
@@ -81,6 +89,10 @@ enum {
 	O_IC_MOUNT_OPTS,
 	O_IC_MOUNT_CMD,
 	O_CDI_DIRS,
+	O_SECCOMP,
+	O_SECCOMP_PROFILE,
+	O_SECCOMP_DIR,
+	O_METRICS_LISTEN
 };
 
 static const struct option longopts[] = {
@@ -109,6 +121,10 @@ static const struct option longopts[] = {
     {"image-cache-mount-opts", required_argument, NULL, O_IC_MOUNT_OPTS},
     {"image-cache-mount-cmd", required_argument, NULL, O_IC_MOUNT_CMD},
     {"cdi-spec-dirs", required_argument, NULL, O_CDI_DIRS},
+    {"seccomp", required_argument, NULL, O_SECCOMP},
+    {"metrics-listen", required_argument, NULL, O_METRICS_LISTEN},
+    {"seccomp-profile", required_argument, NULL, O_SECCOMP_PROFILE},
+    {"seccomp-profile-dir", required_argument, NULL, O_SECCOMP_DIR},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, O_VERSION},
@@ -163,6 +179,19 @@ static void usage(FILE *f)
 	    "  --cdi-spec-dirs D1:D2    CDI spec directories for units' "
 	    "devices\n"
 	    "                           (/etc/cdi:/var/run/cdi)\n"
+	    "  --seccomp MODE           default (units get the seccomp "
+	    "profile)\n"
+	    "                           or unconfined (units without a\n"
+	    "                           seccompProfile get none)\n"
+	    "  --seccomp-profile FILE   the default profile (built in: "
+	    "Debian's\n"
+	    "                           containers seccomp.json)\n"
+	    "  --seccomp-profile-dir D  Localhost profiles "
+	    "(/var/lib/cell/seccomp)\n"
+	    "  --metrics-listen ADDR    also serve GET /metrics over plain "
+	    "HTTP\n"
+	    "                           on ADDR (127.0.0.1:9102; off by "
+	    "default)\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -374,6 +403,34 @@ static int parse_log_arg(int c, struct opts *o)
 	}
 }
 
+/* 0 taken, 1 not a seccomp or metrics flag, -1 bad. */
+static int parse_seccomp_arg(int c, struct opts *o)
+{
+	switch (c) {
+	case O_SECCOMP:
+		if (strcmp(optarg, "unconfined") && strcmp(optarg, "default")) {
+			fprintf(stderr,
+				"cell-agent: --seccomp %s: want default "
+				"or unconfined\n",
+				optarg);
+			return -1;
+		}
+		o->seccomp_unconfined = !strcmp(optarg, "unconfined");
+		return 0;
+	case O_SECCOMP_PROFILE:
+		o->seccomp_profile = *optarg ? optarg : NULL;
+		return 0;
+	case O_SECCOMP_DIR:
+		o->seccomp_dir = optarg;
+		return 0;
+	case O_METRICS_LISTEN:
+		o->metrics_listen = *optarg ? optarg : NULL;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
 /* 0 go on, 1 exit 0 (help, version), -1 exit 2. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -468,7 +525,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			printf("cell-agent %s\n", CELL_VERSION);
 			return 1;
 		default:
-			r = parse_log_arg(c, o);
+			r = parse_seccomp_arg(c, o);
+			if (r == 1)
+				r = parse_log_arg(c, o);
 			if (r < 0)
 				return -1;
 			if (r == 0)
@@ -672,6 +731,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .unpack_bin = o->unpack_bin,
 	};
 	struct api *api = NULL;
+	struct metrics_listener *ml = NULL;
 	struct cerr e = {0};
 	int sig;
 
@@ -682,6 +742,16 @@ static int run(const struct opts *o, const sigset_t *sigs,
 			 &e) < 0) {
 		log_warn("%s", e.msg);
 		cerr_clear(&e);
+	}
+	struct seccomp_policy_opts sco = {
+	    .profile_file = o->seccomp_profile,
+	    .unconfined = o->seccomp_unconfined,
+	    .localhost_dir = o->seccomp_dir,
+	};
+	/* A bad profile stops the agent here, with its line. */
+	if (seccomp_policy_init(&sco, &e) < 0) {
+		log_error("%s", e.msg);
+		return 1;
 	}
 	imagecache_start(&o->ic);
 	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 ||
@@ -694,6 +764,19 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		sup_stop(ag.sup);
 		return 1;
 	}
+	if (o->metrics_listen) {
+		char err[320];
+
+		if (metrics_listen(o->metrics_listen, &ml, err, sizeof(err)) <
+		    0) {
+			log_error("%s", err);
+			api_stop(api);
+			sup_stop(ag.sup);
+			return 1;
+		}
+		log_info("metrics over plain HTTP on %s (port %d)",
+			 o->metrics_listen, metrics_listener_port(ml));
+	}
 	log_info("cell-agent %s: serving %s on port %d", CELL_VERSION,
 		 o->plain_http ? "PLAIN HTTP" : "mutual TLS", api_port(api));
 	for (;;) {
@@ -704,6 +787,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 			break;
 	}
 	log_info("signal %d: stopping", sig);
+	metrics_listener_stop(ml);
 	api_stop(api);
 	sup_stop(ag.sup);
 	/* Units are not the agent's children in spirit: they keep running
@@ -728,6 +812,7 @@ int main(int argc, char **argv)
 	    .container_log_files = 5,
 	    .containers_log_dir = "/var/log/containers",
 	    .cdi_spec_dirs = "/etc/cdi:/var/run/cdi",
+	    .seccomp_dir = "/var/lib/cell/seccomp",
 	};
 	cleanup_free char *monitor = NULL, *helper = NULL;
 	cleanup_free char *pull = NULL, *unpack = NULL;
@@ -738,6 +823,7 @@ int main(int argc, char **argv)
 	int n, r;
 
 	log_init("cell-agent", LOG_INFO);
+	metrics_init();
 	/* The command line alone first: --help and bad flags never wait for
 	 * a boot, and the boot step fills the directory that
 	 * cell_config.yaml's flags then come from. */

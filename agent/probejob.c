@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* Enough for OpenSSL's handshake and getaddrinfo; resident only as used. */
@@ -107,7 +108,11 @@ static void *attempt(void *arg)
 			      .unit_dir = j->unit_dir,
 			      .default_host = j->default_host};
 
+	uint64_t t0 = now_ns();
+
 	j->result = probe_once(&j->probe, &c, j->why, sizeof(j->why));
+	metrics_probe(j->unit, (int)j->which, j->result == PROBE_SUCCESS,
+		      now_ns() - t0);
 	finish(j->runner, j, true);
 	return NULL;
 }

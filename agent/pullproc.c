@@ -73,6 +73,7 @@ int pullproc_spawn(char *const argv[], int stdin_fd, struct pullproc *p,
 
 	memset(p, 0, sizeof(*p));
 	p->pidfd = p->outfd = -1;
+	p->started_ns = now_ns();
 	if (pipe2(out, O_CLOEXEC) < 0)
 		return cerr_sys(e, "pipe");
 	stdio[0] = stdin_fd;
@@ -106,6 +107,12 @@ static void take_line(struct pullproc *p)
 	} else if (ev && !strcmp(ev, "warning")) {
 		free(p->warning);
 		p->warning = jstrdup(j, "message");
+	} else if (ev && !strcmp(ev, "layer_done") &&
+		   !json_is_true(json_object_get(j, "cached"))) {
+		json_int_t d =
+		    json_integer_value(json_object_get(j, "downloaded"));
+		if (d > 0)
+			p->bytes += (uint64_t)d;
 	} else if (!j && p->line_len > 0) {
 		free(p->last);
 		p->last = xstrdup(p->line);

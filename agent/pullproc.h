@@ -13,6 +13,7 @@
 #ifndef CELL_PULLPROC_H
 #define CELL_PULLPROC_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "err.h"
@@ -26,8 +27,10 @@ struct pullproc {
 	size_t line_len;
 	char *error; /* the helper's error line's message */
 	int error_code;
-	char *last;    /* its last line that was not JSON (a log line) */
-	char *warning; /* its last {"event":"warning"} line's message */
+	char *last;	     /* its last line that was not JSON (a log line) */
+	char *warning;	     /* its last {"event":"warning"} line's message */
+	uint64_t started_ns; /* monotonic, at the spawn */
+	uint64_t bytes;	     /* downloaded, from its layer_done lines */
 };
 
 /* <dir of this executable>/name, or name when that cannot be read. */

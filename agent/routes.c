@@ -24,6 +24,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "logread.h"
+#include "metrics.h"
 #include "pullproc.h"
 #include "rootresize.h"
 #include "util.h"
@@ -675,6 +676,8 @@ static int dispatch(struct api *a, struct mg_connection *c,
 		return post ? h_deploy(a, c, r) : -1;
 	if (!strcmp(p, "resizevolume"))
 		return post ? h_resize(a, c) : -1;
+	if (!strcmp(p, "metrics"))
+		return get ? api_metrics(c) : -1;
 	if (is_stream_route(p))
 		return reply_errf(c, EINVAL, "%s needs a websocket upgrade", p);
 	return reply_errf(c, ENOENT, "no such endpoint: %.200s",
@@ -694,6 +697,7 @@ int on_request(struct mg_connection *c, void *cbdata)
 	status = dispatch(a, c, &r);
 	if (status < 0)
 		status = reply_text(c, 405, "method not allowed\n");
+	metrics_api_request(metrics_route(r.path), status);
 	log_debug("%s %.200s: %d", ri->request_method, ri->local_uri, status);
 	return status;
 }

@@ -7,6 +7,7 @@
 #include "stats.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -238,6 +239,103 @@ static void unit_sample(const struct usage_unit *u, int64_t *v)
 		return;
 	v[U_CPU] = unit_cpu_ns(u->cgroup_dirs);
 	unit_memory(u->cgroup_dirs, v);
+}
+
+void stats_unit_read(char *const *cgroup_dirs, struct stats_unit *out)
+{
+	struct usage_unit u = {.cgroup_dirs = cgroup_dirs};
+	int64_t v[U_N];
+
+	unit_sample(&u, v);
+	out->cpu_ns = v[U_CPU];
+	out->working_set = v[U_WS];
+	out->rss = v[U_RSS];
+}
+
+void stats_unit_resolve(char *const *cgroup_dirs, struct stats_unit_src *src)
+{
+	const char *mem;
+
+	*src = (struct stats_unit_src){.cpu_idx = -1, .mem_idx = -1};
+	for (int i = 0; cgroup_dirs && cgroup_dirs[i] && src->cpu_idx < 0; i++)
+		if (dir_has(cgroup_dirs[i], "cpuacct.usage")) {
+			src->cpu_idx = i;
+			src->cpu_v1 = true;
+		}
+	for (int i = 0; cgroup_dirs && cgroup_dirs[i] && src->cpu_idx < 0; i++)
+		if (dir_has(cgroup_dirs[i], "cpu.stat") &&
+		    dir_has(cgroup_dirs[i], "cgroup.controllers"))
+			src->cpu_idx = i;
+	mem = cgroup_dirs ? memory_dir(cgroup_dirs, &src->mem_v2) : NULL;
+	for (int i = 0; mem && cgroup_dirs[i]; i++)
+		if (cgroup_dirs[i] == mem)
+			src->mem_idx = i;
+}
+
+/* name under dirfd, read whole (openat: no walk of the long cgroup path). */
+static int read_capped_at(int dirfd, const char *name, struct buf *b)
+{
+	struct cerr e = {0};
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	int rc;
+
+	buf_init(b, STATS_FILE_MAX);
+	if (fd < 0)
+		return -1;
+	rc = fs_read_fd(fd, b, &e);
+	close(fd);
+	if (rc < 0 || !b->data) {
+		buf_free(b);
+		return -1;
+	}
+	return 0;
+}
+
+static int64_t read_single_at(int dirfd, const char *name)
+{
+	struct buf b;
+	size_t len;
+	int64_t v;
+
+	if (read_capped_at(dirfd, name, &b) < 0)
+		return -1;
+	len = b.len;
+	if (len && b.data[len - 1] == '\n')
+		len--;
+	v = parse_count(b.data, len);
+	buf_free(&b);
+	return v;
+}
+
+void stats_unit_read_at(int cpu_dirfd, int mem_dirfd,
+			const struct stats_unit_src *src,
+			struct stats_unit *out)
+{
+	struct buf b;
+	int64_t usage, inactive = -1;
+	bool v2 = src->mem_v2;
+
+	*out = (struct stats_unit){-1, -1, -1};
+	if (cpu_dirfd >= 0 && src->cpu_v1)
+		out->cpu_ns = read_single_at(cpu_dirfd, "cpuacct.usage");
+	else if (cpu_dirfd >= 0 &&
+		 read_capped_at(cpu_dirfd, "cpu.stat", &b) == 0) {
+		int64_t v = keyed_value(&b, "usage_usec");
+		out->cpu_ns = v >= 0 && v <= INT64_MAX / 1000 ? v * 1000 : -1;
+		buf_free(&b);
+	}
+	if (mem_dirfd < 0)
+		return;
+	usage = read_single_at(mem_dirfd,
+			       v2 ? "memory.current" : "memory.usage_in_bytes");
+	if (read_capped_at(mem_dirfd, "memory.stat", &b) == 0) {
+		inactive = v2 ? keyed_value(&b, "inactive_file")
+			      : keyed_value(&b, "total_inactive_file");
+		out->rss = v2 ? keyed_value(&b, "anon") : v1_stat(&b, "rss");
+		buf_free(&b);
+	}
+	if (usage >= 0 && inactive >= 0)
+		out->working_set = usage > inactive ? usage - inactive : 0;
 }
 
 /* MemTotal in bytes from a meminfo text ("MemTotal:   16314928 kB"). */

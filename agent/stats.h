@@ -47,4 +47,23 @@ int stats_collect(struct stats_state *st, const struct stats_paths *paths,
 		  struct kv **out, size_t *n_out, struct cerr *e);
 void stats_free(struct kv *v, size_t n);
 
+/* One unit's counters now, for the metrics (agent/metrics.c); -1 where a
+ * source is missing. */
+struct stats_unit {
+	int64_t cpu_ns, working_set, rss;
+};
+void stats_unit_read(char *const *cgroup_dirs, struct stats_unit *out);
+/* The same in two steps, for a reader that samples often: which of the
+ * dirs hold the CPU and memory files (looked up once per run), */
+struct stats_unit_src {
+	int cpu_idx, mem_idx; /* -1: none */
+	bool cpu_v1, mem_v2;
+};
+void stats_unit_resolve(char *const *cgroup_dirs, struct stats_unit_src *src);
+/* Then only those files, through directory fds (O_PATH) the caller keeps:
+ * no walk of the long cgroup paths on every sample. -1: none. */
+void stats_unit_read_at(int cpu_dirfd, int mem_dirfd,
+			const struct stats_unit_src *src,
+			struct stats_unit *out);
+
 #endif

@@ -202,6 +202,10 @@ void netagent_restore(struct supervisor *s);
 uint64_t netagent_next_due(const struct supervisor *s);
 void netagent_free(struct supervisor *s);
 
+/* metrics-sup.c: what a metrics scrape needs, published after each pass
+ * (agent/metrics.h). */
+void metrics_sup_publish(struct supervisor *s);
+
 /* record.c */
 int record_save(const struct unit_rec *u, struct cerr *e);
 /* Load u's record from u->dir; ENOENT when none, or when the one there is

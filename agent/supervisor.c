@@ -22,6 +22,7 @@
 #include "digest.h"
 #include "fsutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "runtime.h"
 #include "pullproc.h"
 #include "sup-internal.h"
@@ -331,6 +332,7 @@ static void drop_removed(struct supervisor *s)
 			unit_drop_run(u, u->seq - 1);
 			if (fs_rm_rf(u->dir, &e) < 0)
 				log_warn("remove %s: %s", u->dir, e.msg);
+			metrics_forget_unit(u->name);
 			unit_rec_free(u);
 			continue;
 		}
@@ -496,7 +498,17 @@ static void collect_usage(struct supervisor *s, struct pod_status *ps)
 		uu[n].cgroup_dirs = st[n].cgroups;
 		n++;
 	}
-	if (stats_collect(&s->stats, NULL, uu, n, s->o.state_dir, &ps->usage,
+	/* netRx/netTx: the pod's own interface, as a unit in its network
+	 * namespace sees it (the host's interfaces only with the host's
+	 * network), not every interface of the host. */
+	char netdev[64];
+	struct stats_paths paths = {0};
+	if (n > 0 && st[0].container_pid > 0) {
+		snprintf(netdev, sizeof(netdev), "/proc/%d/net/dev",
+			 (int)st[0].container_pid);
+		paths.proc_net_dev = netdev;
+	}
+	if (stats_collect(&s->stats, &paths, uu, n, s->o.state_dir, &ps->usage,
 			  &ps->n_usage, &e) < 0)
 		log_warn("resource usage: %s", e.msg);
 	for (size_t i = 0; i < n; i++)
@@ -579,6 +591,7 @@ static void publish(struct supervisor *s)
 	free(s->pod_ip_text);
 	s->pod_ip_text = ip;
 	pthread_mutex_unlock(&s->mu);
+	metrics_sup_publish(s);
 }
 
 /* ---- the thread ---- */

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 static int tls_fail(char *err, size_t errlen, const char *what,
@@ -177,11 +178,15 @@ static void gate_make_room(struct tls_gate *g, const struct in6_addr *src)
 	int count;
 	struct pending *old = gate_oldest(g, src, &count);
 
-	if (count >= g->per_source)
+	if (count >= g->per_source) {
+		metrics_handshake_failure("limit");
 		gate_drop(g, old, "too many handshakes from this address");
+	}
 	old = gate_oldest(g, NULL, &count);
-	if (count >= g->max_pending)
+	if (count >= g->max_pending) {
+		metrics_handshake_failure("limit");
 		gate_drop(g, old, "too many handshakes in progress");
+	}
 }
 
 static void gate_watch(struct tls_gate *g, struct pending *p, uint32_t ev)
@@ -206,6 +211,7 @@ static void gate_refusal(struct tls_gate *g, struct pending *p, int err)
 		snprintf(why, sizeof(why), "handshake failed (%s)",
 			 err == SSL_ERROR_SYSCALL ? "connection lost" : "TLS");
 	ERR_clear_error();
+	metrics_handshake_failure("failed");
 	gate_drop(g, p, why);
 }
 
@@ -328,8 +334,10 @@ static void gate_accept(struct tls_gate *g)
 static void gate_expire(struct tls_gate *g, uint64_t now)
 {
 	for (int i = g->n - 1; i >= 0; i--)
-		if (i < g->n && g->p[i]->deadline <= now)
+		if (i < g->n && g->p[i]->deadline <= now) {
+			metrics_handshake_failure("timeout");
 			gate_drop(g, g->p[i], "handshake took too long");
+		}
 	if (g->paused_until && now >= g->paused_until)
 		gate_pause(g, false);
 }

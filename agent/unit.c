@@ -20,10 +20,12 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "podrun.h"
 #include "imagecache.h"
 #include "pullproc.h"
 #include "runtime.h"
+#include "seccomp-policy.h"
 #include "sup-internal.h"
 #include "sysctl.h"
 #include "util.h"
@@ -381,6 +383,9 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	who.groups = NULL;
 	podrun_user_free(&who);
 	rc->no_new_privs = rc->uid != 0;
+	if (seccomp_policy_for(&us->seccomp, &s->spec.seccomp, rc->caps,
+			       &rc->seccomp_bpf, &rc->seccomp_len, e) < 0)
+		return -1;
 	rc->cwd =
 	    xstrdup(us->working_dir && *us->working_dir	    ? us->working_dir
 		    : img->working_dir && *img->working_dir ? img->working_dir
@@ -642,6 +647,7 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 		return false;
 	switch (s->ops->pull_cached(&o, &e)) {
 	case 1:
+		metrics_cache_hit(u->spec->image, "local");
 		return true;
 	case -1: /* the config may be saved: the child starts afresh */
 		log_warn("unit %s: %s; asking the puller", u->name, e.msg);
@@ -700,6 +706,7 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 	cleanup_free char *run = unit_run_dir(u, u->seq + 1);
 	cleanup_free char *warning = NULL;
 	struct cerr e = {0};
+	uint64_t bytes, took;
 	int r;
 
 	if (fd == u->pull->outfd) {
@@ -715,7 +722,10 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
 	pullproc_drain(u->pull);
 	warning = u->pull->warning ? xstrdup(u->pull->warning) : NULL;
+	took = now_ns() - u->pull->started_ns;
 	r = pullproc_finish(u->pull, &e);
+	bytes = u->pull->bytes; /* its last lines read by the finish */
+	metrics_pull(u->spec->image, took, bytes, r == 0);
 	free(u->pull);
 	u->pull = NULL;
 	if (r < 0) {
@@ -836,6 +846,8 @@ void unit_exited(struct supervisor *s, struct unit_rec *u)
 		log_warn("unit %s: no exit record (%s)", u->name, e.msg);
 	}
 	runtime_cleanup(run, &e);
+	if (st.oom_killed || (st.reason && !strcmp(st.reason, "OOMKilled")))
+		metrics_oom(u->name);
 	set_terminated(u, run, &st);
 	runtime_state_free(&st);
 	after_exit(s, u);

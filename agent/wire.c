@@ -787,6 +787,33 @@ static int kv_fn(const json_t *o, const char *at, void *ctx, void *elem,
 	return 0;
 }
 
+/* securityContext.seccompProfile {type, localhostProfile}: an extension
+ * (docs/agent-wire.md), checked here so a bad one fails the spec. */
+static int parse_seccomp_ref(const json_t *sc, const char *at,
+			     struct seccomp_ref *out, struct cerr *e)
+{
+	json_t *sp;
+	char p[AT_MAX];
+	int r;
+
+	if ((r = get_obj(sc, at, "seccompProfile", &sp, e)) <= 0)
+		return r;
+	child(p, at, "seccompProfile", -1);
+	if (get_str_req(sp, p, "type", &out->type, e) < 0 ||
+	    get_str(sp, p, "localhostProfile", &out->localhost, e) < 0)
+		return -1;
+	if (strcmp(out->type, "Unconfined") &&
+	    strcmp(out->type, "RuntimeDefault") &&
+	    strcmp(out->type, "Localhost"))
+		return badf(e, p, "type",
+			    "want Unconfined, RuntimeDefault or Localhost");
+	if (!strcmp(out->type, "Localhost") !=
+	    (out->localhost && *out->localhost))
+		return badf(e, p, "localhostProfile",
+			    "required for Localhost, and only for it");
+	return 0;
+}
+
 static int parse_unit_security(const json_t *u, const char *at,
 			       struct unit_spec *out, struct cerr *e)
 {
@@ -801,6 +828,7 @@ static int parse_unit_security(const json_t *u, const char *at,
 		    &out->has_run_as_user, e) < 0 ||
 	    get_int(sc, p, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
 		    &out->has_run_as_group, e) < 0 ||
+	    parse_seccomp_ref(sc, p, &out->seccomp, e) < 0 ||
 	    get_obj(sc, p, "capabilities", &caps, e) < 0)
 		return -1;
 	if (!caps)
@@ -1173,6 +1201,7 @@ static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 	if ((r = get_obj(spec, "spec", "securityContext", &sc, e)) <= 0)
 		return r;
 	if (get_obj(sc, at, "namespaceOptions", &nso, e) < 0 ||
+	    parse_seccomp_ref(sc, at, &out->seccomp, e) < 0 ||
 	    get_int(sc, at, "runAsUser", 0, UID_MAX_WIRE, &out->run_as_user,
 		    &out->has_run_as_user, e) < 0 ||
 	    get_int(sc, at, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
@@ -1408,6 +1437,8 @@ static void unit_free(struct unit_spec *u)
 	free(u->working_dir);
 	strv_free(u->caps_add);
 	strv_free(u->caps_drop);
+	free(u->seccomp.type);
+	free(u->seccomp.localhost);
 	probe_free(&u->liveness);
 	probe_free(&u->readiness);
 	probe_free(&u->startup);
@@ -1466,6 +1497,8 @@ void pod_spec_free(struct pod_spec *p)
 	units_free(p->init_units, p->n_init_units);
 	pod_lists_free(p);
 	free(p->supplemental_groups);
+	free(p->seccomp.type);
+	free(p->seccomp.localhost);
 	kvs_free(p->sysctls, p->n_sysctls);
 	kvs_free(p->annotations, p->n_annotations);
 	free(p->hostname);

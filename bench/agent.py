@@ -13,7 +13,10 @@ pick, in one run on this machine:
       machine these say more than the rate) and the load average;
   (c) the agent's RSS, idle with one pod running (target <= 8 MiB);
   (d) status reply times while a ~100 MB image is pulled (by the cell-pull
-      child), against the same with nothing pulled.
+      child), against the same with nothing pulled;
+  (e) the agent's CPU per GET /rest/v1/metrics for a 10-unit pod with
+      probes (target well under 1 ms), over a kept-alive mutual-TLS
+      connection. BENCH_ONLY=metrics runs (e) alone.
 
 Prints the numbers; asserts nothing. Run through bench/agent.sh.
 """
@@ -121,7 +124,50 @@ def time_runc(bundle: str, i: int) -> float:
     return took
 
 
+def metrics_cost(c, a, img: str, n: int = 500) -> tuple:
+    """(agent CPU us per scrape, wall us per scrape, bytes) for 10 units."""
+    probe = {"exec": {"command": ["/bin/busybox", "true"]}, "periodSeconds": 10,
+             "successThreshold": 1, "failureThreshold": 3}
+    units = [unit(f"u{i}", img, command=["/bin/busybox", "sleep", "100000"],
+                  readinessProbe=probe) for i in range(10)]
+    c.update_pod(pod_params("bench_metrics", units=units, terminationGracePeriodSeconds=0))
+    c.wait_status(lambda s: len(s["unitStatus"]) == 10 and all(
+        "running" in (u.get("state") or {}) for u in s["unitStatus"]), timeout=120)
+    time.sleep(1)
+    size = len(c.request("GET", "rest/v1/metrics").content)
+    cpu0, t0 = cpu_s(a.proc.pid), time.monotonic()
+    for _ in range(n):
+        c.request("GET", "rest/v1/metrics")
+    cpu, wall = cpu_s(a.proc.pid) - cpu0, time.monotonic() - t0
+    c.update_pod(pod_params("bench_metrics", terminationGracePeriodSeconds=0))
+    return cpu / n * 1e6, wall / n * 1e6, size
+
+
+def only_metrics():
+    work = tempfile.mkdtemp(prefix="cell-bench-metrics-")
+    with Registry(os.path.join(work, "registry")) as reg:
+        push(reg, "bench/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+        a = start_agent(os.path.join(work, "agent"), "--insecure-registry", reg.host,
+                        verbose=False, env={"CELL_CGROUP_NEST": "1"})
+        c = a.client()
+        try:
+            cpu_us, wall_us, size = metrics_cost(c, a, f"{reg.host}/bench/bb:v1")
+        finally:
+            units = os.path.join(a.dir, "state", "units")
+            end = time.monotonic() + 30
+            while os.path.isdir(units) and os.listdir(units) and time.monotonic() < end:
+                time.sleep(0.1)
+            a.stop()
+    print(f"(e) GET metrics, 10 units with probes: agent CPU {cpu_us:.0f} us per scrape "
+          f"(target well under 1000), wall {wall_us:.0f} us, {size} bytes; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
+    if os.environ.get("BENCH_ONLY") == "metrics":
+        only_metrics()
+        return
     work = tempfile.mkdtemp(prefix="cell-bench-agent-")
     load0 = os.getloadavg()
     with Registry(os.path.join(work, "registry")) as reg:
@@ -166,6 +212,7 @@ def main():
                 [busybox_layer(), random_layer(100 << 20, seed=b"bench")],
                 config={"Cmd": ["/bin/sh"]}))
             idle_ms, during_ms = big_pull(c, f"{reg.host}/bench/big:v1")
+            m_cpu, m_wall, m_size = metrics_cost(c, a, img)
         finally:
             c.update_pod(pod_params("bench_pod", terminationGracePeriodSeconds=0))
             time.sleep(1)
@@ -192,6 +239,8 @@ def main():
           f"max {max(during_ms):.1f} ms over {len(during_ms)} replies; idle: p50 "
           f"{statistics.median(idle_ms):.2f} ms, max {max(idle_ms):.1f} ms; "
           f"max ratio {max(during_ms) / max(idle_ms):.1f}x")
+    print(f"(e) GET metrics, 10 units with probes: agent CPU {m_cpu:.0f} us per scrape "
+          f"(target well under 1000), wall {m_wall:.0f} us, {m_size} bytes")
     shutil.rmtree(work, ignore_errors=True)
 
 

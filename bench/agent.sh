@@ -3,6 +3,7 @@
 # Benchmark cell-agent (see bench/agent.py): time to a running unit against
 # runc, status requests/s over mutual TLS, idle RSS. Run as root on Debian 12.
 #   BENCH_REPS=10 bench/agent.sh
+#   BENCH_ONLY=metrics bench/agent.sh   (only the metrics scrape cost)
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh >/dev/null

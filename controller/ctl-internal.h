@@ -86,6 +86,7 @@ int ctl_open_cell(const struct ctl_global *g, const char *addr,
 int cmd_pki(int argc, char **argv, struct ctl_global *g);
 int cmd_ping(int argc, char **argv, struct ctl_global *g);
 int cmd_version(int argc, char **argv, struct ctl_global *g);
+int cmd_metrics(int argc, char **argv, struct ctl_global *g);
 int cmd_status(int argc, char **argv, struct ctl_global *g);
 int cmd_logs(int argc, char **argv, struct ctl_global *g);
 int cmd_file(int argc, char **argv, struct ctl_global *g);

@@ -25,6 +25,7 @@ static const struct {
     {"file", cmd_file, "PATH [--tail N]: the end of a file on the cell"},
     {"ping", cmd_ping, "is the cell's agent up (3 s)"},
     {"version", cmd_version, "the cell agent's version"},
+    {"metrics", cmd_metrics, "the agent's metrics (Prometheus text)"},
     {"watch", cmd_watch, "--cell A --cell B…: one line per cell"},
     {"select", cmd_select, "--cpu N --memory Q: Kip's instance choice"},
     {"userdata", cmd_userdata, "--pki DIR: #cloud-config with the boot files"},

@@ -34,6 +34,7 @@ PINS=(
 	"libcap2 1:2.66-4+deb12u3"
 	"libmnl 1.0.4-3"
 	"iptables 1.8.9-2"
+	"libseccomp 2.5.4-1+deb12u1"
 )
 
 die() {
@@ -170,6 +171,12 @@ build_libcap2() {
 	install -m 644 libcap/libcap.a "$PREFIX/lib/"
 	mkdir -p "$PREFIX/include/sys"
 	install -m 644 libcap/include/sys/capability.h "$PREFIX/include/sys/"
+}
+
+# libseccomp: the agent builds the units' seccomp filters with it. Its
+# build needs gperf (a Debian build dependency of the package).
+build_libseccomp() {
+	build_jansson
 }
 
 build_libmnl() {

@@ -31,6 +31,7 @@
 #include "cleanup.h"
 #include "path.h"
 #include "keyring.h"
+#include "seccomp-profile.h"
 #include "runtime.h"
 #include "sysctl.h"
 #include "util.h"
@@ -483,10 +484,24 @@ static int set_caps(uint64_t want, uint64_t ambient, struct cerr *e)
 	return rc;
 }
 
+/* The unit's seccomp filter. With no_new_privs it goes on last, right
+ * before execve (late); without, the kernel wants CAP_SYS_ADMIN for it, so
+ * it goes on first, while the process still has every capability (runc's
+ * order), and the profile must allow the credential calls that follow. */
+static int ctr_seccomp(const struct run_config *c, bool late, struct cerr *e)
+{
+	if (!c->seccomp_bpf || late != c->no_new_privs)
+		return 0;
+	return sc_install(c->seccomp_bpf, c->seccomp_len, e);
+}
+
 int ctr_set_creds(const struct run_config *c, struct cerr *e)
 {
 	uint64_t want = cap_mask(c->caps), amb = cap_mask(c->ambient_caps);
 	gid_t groups[RUN_MAX_GROUPS];
+
+	if (ctr_seccomp(c, false, e) < 0)
+		return -1;
 
 	/* The bounding set first, while CAP_SETPCAP is still ours. */
 	for (int v = 0; v < 64; v++)
@@ -734,7 +749,7 @@ void ctr_child(const struct ctr_child_args *a)
 	reset_signals();
 	/* child_setup waits for the monitor's "g" (the unit's cgroups) after
 	 * the mounts, before credentials and exec. */
-	if (child_setup(a, &e) < 0)
+	if (child_setup(a, &e) < 0 || ctr_seccomp(a->cfg, true, &e) < 0)
 		child_fail(a->sync_fd, &e);
 	ctr_execvpe(a->cfg->argv, a->cfg->env, &e);
 	child_fail(a->sync_fd, &e);
@@ -776,6 +791,8 @@ void ctr_exec_child(const struct ctr_exec_args *a)
 		child_fail(a->sync_fd, &e);
 	}
 	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+	if (ctr_seccomp(a->cfg, true, &e) < 0)
+		child_fail(a->sync_fd, &e);
 	ctr_execvpe(a->argv, (char *const *)a->env, &e);
 	child_fail(a->sync_fd, &e);
 }

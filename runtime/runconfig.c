@@ -11,6 +11,7 @@
 #include <sys/capability.h>
 #include <sys/mount.h>
 
+#include "base64.h"
 #include "jsonutil.h"
 #include "path.h"
 #include "runtime.h"
@@ -465,6 +466,32 @@ static int parse_process(const json_t *root, struct run_config *c,
 	return 0;
 }
 
+/* "seccomp": the BPF program in base64, at most the kernel's 4096
+ * instructions of 8 bytes. */
+static int parse_seccomp(const json_t *root, struct run_config *c,
+			 struct cerr *e)
+{
+	json_t *v = json_object_get(root, "seccomp");
+	struct buf b;
+
+	buf_init(&b, 4096 * 8);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v))
+		return cerr_set(e, EINVAL, "seccomp: not a string");
+	if (b64_decode(json_string_value(v), json_string_length(v), B64_PADDED,
+		       &b, e) < 0) {
+		buf_free(&b);
+		return cerr_prefix(e, "seccomp");
+	}
+	if (!b.len || b.len % 8) {
+		buf_free(&b);
+		return cerr_set(e, EINVAL, "seccomp: not a BPF program");
+	}
+	c->seccomp_bpf = buf_steal(&b, &c->seccomp_len);
+	return 0;
+}
+
 int runconfig_parse(const char *buf, size_t len, struct run_config *out,
 		    struct cerr *e)
 {
@@ -482,7 +509,8 @@ int runconfig_parse(const char *buf, size_t len, struct run_config *out,
 	    parse_namespaces(root, out, e) < 0 ||
 	    parse_sysctls(root, out, e) < 0 || parse_mounts(root, out, e) < 0 ||
 	    parse_cgroup_log(root, out, e) < 0 ||
-	    runconfig_parse_devices(root, out, e) < 0) {
+	    runconfig_parse_devices(root, out, e) < 0 ||
+	    parse_seccomp(root, out, e) < 0) {
 		runconfig_free(out);
 		return -1;
 	}
@@ -518,6 +546,7 @@ void runconfig_free(struct run_config *c)
 	free(c->log_path);
 	free(c->log_link);
 	runconfig_devices_free(c);
+	free(c->seccomp_bpf);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -621,6 +650,12 @@ char *runconfig_to_json(const struct run_config *c)
 				    json_integer(c->stop_signal));
 	json_object_set_new(o, "tty", json_boolean(c->tty));
 	runconfig_devices_to_json(c, o);
+	if (c->seccomp_bpf) {
+		char *b = b64_encode_str(c->seccomp_bpf, c->seccomp_len);
+
+		json_object_set_new(o, "seccomp", json_string(b));
+		free(b);
+	}
 	s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	if (!s)
 		abort();

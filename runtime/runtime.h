@@ -100,6 +100,10 @@ struct run_config {
 	char **caps;
 	char **ambient_caps; /* subset of caps */
 	bool no_new_privs;
+	/* A seccomp BPF program (the agent's sc_compile, run.json "seccomp"
+	 * in base64), installed right before execve; NULL: unconfined. */
+	void *seccomp_bpf;
+	size_t seccomp_len;
 	char *hostname;	   /* NULL: the host's name, copied into the new
 			      UTS namespace */
 	char *netns_path;  /* NULL: stay in the monitor's net namespace */

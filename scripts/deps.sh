@@ -14,10 +14,13 @@ PKGS=(
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
+	libseccomp-dev # runtime: the units' seccomp filters (runtime/seccomp.c)
+	golang-github-containers-common # its seccomp.json is built in as the default profile
 	dpkg-dev # apt-get source: civetweb is built from Debian's source package
 	# tests: real parts
 	docker-registry apache2-utils busybox-static skopeo umoci runc
 	python3-pytest python3-requests python3-cryptography python3-websocket
+	python3-prometheus-client # agent: the metrics tests parse with its text parser
 	python3-botocore # cloudinit: checks the fake IMDS against a real client
 	zstd attr curl jq iproute2 util-linux kmod e2fsprogs time procps
 	ca-certificates
@@ -26,6 +29,7 @@ PKGS=(
 	xorriso # boot: ISO images with an Azure ovf-env.xml for loop mounts
 	# image-build: static musl binaries, Debian images, the qemu boot test
 	musl-tools nasm autoconf automake libtool extlinux fdisk qemu-utils
+	gperf # static-deps.sh: libseccomp's build
 	qemu-system-x86 cloud-image-utils
 )
 missing=()

@@ -192,7 +192,7 @@ def test_pki_is_what_wire_md_describes(tmp_path):
 
 def test_usage_errors_and_help(tmp_path):
     verbs = ["pki", "run", "convert", "delete", "status", "logs", "exec", "attach",
-             "port-forward", "file", "ping", "version", "watch", "select"]
+             "port-forward", "file", "ping", "version", "watch", "select", "metrics"]
     for v in verbs:
         r = cellctl(v, "--help")
         assert "usage: cellctl" in r.stdout, v

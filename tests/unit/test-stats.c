@@ -2,6 +2,7 @@
 /* Unit tests of resourceUsage collection (agent/stats.c) against fake
  * cgroup v1/v2 trees, meminfo and net/dev, plus one real sample. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,41 @@ static void test_real(void)
 	strv_free(dirs);
 }
 
+/* The metrics' two-step reader: the files are found once, then read
+ * through directory fds; the same numbers as stats_unit_read. */
+static void test_resolved(void)
+{
+	char *web[] = {tpath("v2/web"), NULL};
+	char *db[] = {tpath("v1/cpu,cpuacct/db"), tpath("v1/memory/db"), NULL};
+	char **sets[] = {web, db};
+
+	for (size_t k = 0; k < 2; k++) {
+		struct stats_unit_src src;
+		struct stats_unit a, b;
+		char *const *d = sets[k];
+		int cfd, mfd;
+
+		stats_unit_resolve(d, &src);
+		cfd = src.cpu_idx >= 0 ? open(d[src.cpu_idx], O_PATH) : -1;
+		mfd = src.mem_idx >= 0 ? open(d[src.mem_idx], O_PATH) : -1;
+		stats_unit_read_at(cfd, mfd, &src, &a);
+		stats_unit_read(d, &b);
+		ok(src.cpu_idx >= 0 && src.mem_idx >= 0 &&
+		       src.cpu_v1 == (k == 1) && src.mem_v2 == (k == 0),
+		   "resolved: cpu %d (v1 %d), memory %d (v2 %d)", src.cpu_idx,
+		   src.cpu_v1, src.mem_idx, src.mem_v2);
+		ok(a.cpu_ns == b.cpu_ns && a.working_set == b.working_set &&
+		       a.rss == b.rss && a.cpu_ns > 0 && a.rss > 0,
+		   "read at: %lld %lld %lld", (long long)a.cpu_ns,
+		   (long long)a.working_set, (long long)a.rss);
+		close(cfd);
+		close(mfd);
+	}
+	free(web[0]);
+	free(db[0]);
+	free(db[1]);
+}
+
 int main(void)
 {
 	struct cerr e = {0};
@@ -342,6 +378,7 @@ int main(void)
 		return tap_done();
 	}
 	test_fake();
+	test_resolved();
 	test_missing_and_malformed();
 	test_real();
 	fs_rm_rf(tmp, &e);
