@@ -347,14 +347,16 @@ static:
 # and the "custom image" comparison (stock Debian with cloud-init).
 IMAGE_OUT ?= /var/cache/cell-image/out
 # The custom image holds none of our files (its user data installs the
-# release), so only the recipe rebuilds it.
+# release), so only the recipe rebuilds it; the built binaries must be there
+# (the recipe lists the libraries they link), but a newer one rebuilds
+# nothing.
 IMAGE_RECIPE := image-build/debian.sh image-build/common.sh \
 	$(wildcard image-build/files/*)
 IMAGE_DEPS := $(BINS) $(IMAGE_RECIPE) $(wildcard image-build/init/*/* \
 	image-build/init/*)
 $(IMAGE_OUT)/cell-debian.qcow2: $(IMAGE_DEPS)
 	image-build/debian.sh $(IMAGE_OUT)
-$(IMAGE_OUT)/cell-debian-custom.qcow2: $(IMAGE_RECIPE)
+$(IMAGE_OUT)/cell-debian-custom.qcow2: $(IMAGE_RECIPE) | $(BINS)
 	image-build/debian.sh --custom $(IMAGE_OUT)
 image: $(IMAGE_OUT)/cell-debian.qcow2 $(IMAGE_OUT)/cell-debian-custom.qcow2
 

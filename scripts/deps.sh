@@ -25,7 +25,7 @@ PKGS=(
 	xorriso # boot: ISO images with an Azure ovf-env.xml for loop mounts
 	# image-build: static musl binaries, Debian images, the qemu boot test
 	musl-tools nasm autoconf automake libtool extlinux fdisk qemu-utils
-	qemu-system-x86 cloud-image-utils
+	qemu-system-x86 cloud-image-utils cpio # cpio: the lean image's initramfs
 )
 missing=()
 for p in "${PKGS[@]}"; do
