@@ -85,7 +85,8 @@ img_trim() {
 }
 
 # img_disk ROOT OUT SIZE_MB: a raw disk (MBR, one bootable ext4 partition
-# from 1 MiB, extlinux in it) at OUT.raw and its qcow2 at OUT.qcow2. The
+# from 1 MiB, extlinux in it) at OUT.raw and its qcow2 at OUT.qcow2; the
+# root file system's size in MiB at OUT.root-mib. The
 # file system is made from ROOT with mkfs.ext4 -d (no loop device); only
 # extlinux's install mounts it, in a private mount namespace.
 img_disk() {
@@ -93,6 +94,8 @@ img_disk() {
 	uuid=$(cat /proc/sys/kernel/random/uuid)
 	part=$out.part
 	rm -f "$part" "$out.raw" "$out.qcow2"
+	# What the boot test prints as SIZE … root=<MiB>.
+	du -s -m --apparent-size "$root" | cut -f1 >"$out.root-mib"
 	mkdir -p "$root/boot/extlinux"
 	img_extlinux_conf "$root" "$uuid" >"$root/boot/extlinux/extlinux.conf"
 	printf 'UUID=%s / ext4 rw,noatime,errors=remount-ro 0 1\n' "$uuid" \

@@ -11,17 +11,17 @@ say() {
 	echo "cell-boot: [$up] $*"
 }
 
-mountpoint -q /proc || mount -t proc -o nosuid,nodev,noexec proc /proc
-mountpoint -q /sys || mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
-mountpoint -q /dev || mount -t devtmpfs -o nosuid,mode=0755 devtmpfs /dev
+# The initramfs moved /dev here and unmounted /proc and /sys.
+mount -t proc -o nosuid,nodev,noexec proc /proc
+mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
+[ -e /dev/null ] || mount -t devtmpfs -o nosuid,mode=0755 devtmpfs /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts -o nosuid,noexec,gid=5,mode=0620,ptmxmode=0666 devpts /dev/pts
 mount -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm
 mount -t tmpfs -o nosuid,nodev,mode=0755 run /run
 mount -t tmpfs -o nosuid,nodev,mode=1777 tmp /tmp
 mount -t cgroup2 -o nosuid,nodev,noexec,nsdelegate cgroup2 /sys/fs/cgroup
-mountpoint -q /sys/kernel/security ||
-	mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
+mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 mount -t bpf -o mode=0700 bpf /sys/fs/bpf 2>/dev/null
 # The cell's mounts (a pod's overlay, its volumes) must not propagate back
 # to / (systemd images: cell-rprivate.service).
@@ -37,7 +37,9 @@ say "mounts done"
 # The modules of /etc/modules-load.d (the NICs a cloud gives, overlay, veth,
 # the netfilter modules libiptc does not load itself); anything else is
 # loaded on demand by the kernel through /sbin/modprobe.
-sed -e 's/#.*//' /etc/modules-load.d/*.conf | xargs modprobe -a -q
+sed -e 's/#.*//' /etc/modules-load.d/cell.conf | xargs modprobe -a -q
+# The NICs: most are not there (modprobe says "No such device").
+sed -e 's/#.*//' /etc/modules-load.d/nic.conf | xargs modprobe -a -q 2>/dev/null
 sysctl -q -p /etc/sysctl.d/90-cell.conf
 say "modules and sysctls"
 
