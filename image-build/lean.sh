@@ -46,7 +46,9 @@ DISK_MODULES="virtio_pci virtio_blk virtio_scsi sd_mod xen_blkfront"
 # The rest: the NICs (virtio, ENA, gVNIC, Xen), what the agent and cell-net
 # use (overlay, veth, netfilter for libiptc), what kube-router uses (IPVS,
 # ipset, conntrack, dummy, ipip, the bridge's netfilter hook), NFS for a
-# shared image cache, the virtio RNG (entropy at boot for TLS).
+# shared image cache, the virtio RNG (entropy at boot for TLS), the file
+# systems a cloud's user-data medium comes in (NoCloud's cidata, Azure's
+# CD-ROM).
 RUN_MODULES="virtio_net ena gve xen_netfront overlay veth
 	ip_tables iptable_nat iptable_filter iptable_mangle iptable_raw
 	ip6_tables ip6table_nat ip6table_filter ip6table_mangle
@@ -57,7 +59,8 @@ RUN_MODULES="virtio_net ena gve xen_netfront overlay veth
 	ip_set_hash_ipportip ip_set_hash_ipportnet ip_set_bitmap_port
 	ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh ip_vs_lc ip_vs_wlc
 	dummy ipip bridge br_netfilter
-	nfs nfsv3 nfsv4 virtio_rng"
+	nfs nfsv3 nfsv4 virtio_rng
+	isofs vfat nls_cp437 nls_iso8859_1 udf sr_mod"
 
 work=$(mktemp -d "$out/.lean.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -68,6 +68,9 @@ fi
 # First boot's user data (once per instance: cell-cloudinit keeps its own
 # record). 1 (a module failed) and 2 (errors in the user data) are logged;
 # the agent starts either way, for the controller to reach the cell.
+# cell-cloudinit finds a NoCloud seed by udev's by-label links or
+# util-linux's blkid; here busybox's findfs names it.
 mkdir -p /var/log/containers
-cell-cloudinit
+seed=$(findfs LABEL=cidata 2>/dev/null || findfs LABEL=CIDATA 2>/dev/null)
+cell-cloudinit ${seed:+--cidata-device "$seed"}
 say "cell-cloudinit done ($?)"
