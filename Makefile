@@ -382,7 +382,11 @@ image-files: $(foreach i,$(IMAGE),$(call image_file,$(i)))
 # SKIP_IMAGE=1): the static binaries in a root without libc, kube-router's
 # checked download, then the images booted under qemu (KVM when it works,
 # else TCG) and driven from the host. Prints TIME and SIZE lines.
-image-test: static-test kube-router-test image-boot-test
+# One after the other (each builds into build-static/ or build/).
+image-test:
+	$(MAKE) static-test
+	$(MAKE) kube-router-test
+	$(MAKE) image-boot-test
 
 # The static binaries alone, in a root without libc (no image, no qemu).
 static-test: static
