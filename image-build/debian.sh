@@ -116,6 +116,14 @@ if [ -n "$custom" ]; then
 else
 	img_install_cell "$root"
 	img_install_kube_router "$root"
+	# iptables on the legacy backend: cell-net's libiptc writes the legacy
+	# tables, and kube-router's rules must land beside them.
+	if [ -n "$IMG_KUBE_ROUTER" ]; then
+		chroot "$root" update-alternatives --set iptables \
+			/usr/sbin/iptables-legacy >&2
+		chroot "$root" update-alternatives --set ip6tables \
+			/usr/sbin/ip6tables-legacy >&2
+	fi
 	# A systemd image: no OpenRC scripts (systemctl would take them for
 	# SysV scripts of the same name), no controller tool.
 	rm -f "$root/usr/local/bin/cellctl" "$root/etc/init.d/cell-agent" \
