@@ -238,6 +238,23 @@ spec:
   - name: web
     image: {image}
     command: ["/bin/sh", "-c", "echo hello from the cell; exec sleep 100000"]
+    volumeMounts:
+    - name: trigger
+      mountPath: /trigger
+  volumes:
+  - name: trigger
+    hostPath:
+      path: /run/cell-test
+      type: DirectoryOrCreate
+"""
+
+# The lean image's agent is respawned by busybox init; to see that from
+# the host, the user data starts a watcher in the guest (cell-cloudinit's
+# runcmd) that SIGKILLs the agent once the pod touches a file in a
+# hostPath volume (`cellctl exec` is the only way in).
+KILL_AGENT = """#cloud-config
+runcmd:
+- [sh, -c, "mkdir -p /run/cell-test && setsid sh -c 'while [ ! -e /run/cell-test/kill-agent ]; do sleep 0.2; done; kill -9 $(pidof cell-agent)' </dev/null >/dev/null 2>&1 &"]
 """
 
 
@@ -272,7 +289,7 @@ def run_pod(g: Guest, tmp: str, reg: str) -> float:
     return t_run
 
 
-def boot_and_run(name: str, tmp_path, registry, guests, cloud_init: str = "") -> None:
+def boot_and_run(name: str, tmp_path, registry, guests, cloud_init: str = "") -> Guest:
     push(registry, "t/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
     reg = f"{GUEST_HOST}:{registry.port}"
     ud, pki = user_data(str(tmp_path), reg, cloud_init)
@@ -290,6 +307,7 @@ def boot_and_run(name: str, tmp_path, registry, guests, cloud_init: str = "") ->
     TIMES[name] = (t_pong, t_run)
     with open(os.path.join(IMAGE_OUT, f"{name}.boot-times"), "w") as f:
         f.write(f"pong {t_pong:.1f}\nrunning {t_run:.1f}\n")
+    return g
 
 
 def sizes(name: str) -> str:
@@ -305,7 +323,26 @@ def sizes(name: str) -> str:
 
 
 def test_lean_image_boots_and_runs_a_pod(tmp_path, registry, guests):
-    boot_and_run("cell-lean", tmp_path, registry, guests)
+    """Then the agent is killed (SIGKILL, in the guest): init starts it
+    again, and the pod it left keeps running, never restarted."""
+    ci = tmp_path / "kill-agent.cloud-config"
+    ci.write_text(KILL_AGENT)
+    g = boot_and_run("cell-lean", tmp_path, registry, guests, str(ci))
+    before = json.loads(cellctl("status", *g.cell, "-o", "json").stdout)
+    cellctl("exec", *g.cell, "--", "/bin/busybox", "touch", "/trigger/kill-agent")
+    deadline = time.monotonic() + 60
+    while "cell-agent exited; restarting" not in g.log(20000):
+        assert time.monotonic() < deadline, f"the agent was not restarted:\n{g.log()}"
+        time.sleep(0.5)
+    g.wait_pong()
+    after = json.loads(cellctl("status", *g.cell, "-o", "json").stdout)
+    u0, u1 = before["unitStatus"][0], after["unitStatus"][0]
+    assert u1["restartCount"] == u0["restartCount"] == 0, after
+    assert "running" in (u1.get("state") or {}), after
+    assert u1["state"]["running"] == u0["state"]["running"], (before, after)
+    # One start only: the container's line is in its log once.
+    assert cellctl("logs", "web", *g.cell).stdout == "hello from the cell\n"
+    print("cell-lean: agent killed and respawned by init; the pod kept running")
 
 
 def test_cell_image_boots_and_runs_a_pod(tmp_path, registry, guests):
