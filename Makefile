@@ -398,8 +398,11 @@ kube-router-test:
 	/usr/bin/python3 -m pytest tests/image/test_kube_router.py -q -rfEs \
 		$(PYTEST_ARGS)
 
-# The boot part alone (no static test): the images under qemu.
-image-boot-test: image release
+# The boot part alone (no static test): the images under qemu. The images
+# and the release one after the other: both build build/ (make -j).
+image-boot-test:
+	$(MAKE) image
+	$(MAKE) release
 	CELL_IMAGE_OUT=$(IMAGE_OUT) /usr/bin/python3 -m pytest \
 		tests/image/test_boot.py -q -rfEs -s $(PYTEST_ARGS)
 
