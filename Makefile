@@ -155,7 +155,8 @@ obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
 .PHONY: gpu-kit
 .PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release \
-	static static-test image image-test image-boot-test soak
+	static static-test image image-files image-test image-boot-test \
+	kube-router-test soak
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -422,34 +423,66 @@ static:
 	$(MAKE) OUT=build-static CC=musl-gcc STATIC=1 \
 		STATIC_PREFIX=$(STATIC_PREFIX) all
 
-# Bootable Debian images (docs/image-build.md), kept outside git in
-# IMAGE_OUT and rebuilt when a binary or a recipe changes: the cell image
-# and the "custom image" comparison (stock Debian with cloud-init).
+# Bootable images (docs/image-build.md), kept outside git in IMAGE_OUT and
+# rebuilt when a binary or a recipe changes: `lean` (image-build/lean.sh:
+# busybox init, the cloud kernel, the static binaries), `debian` (the
+# systemd cell image) and `custom` (stock Debian with cloud-init, the
+# comparison). `make image IMAGE=lean` builds one; KUBE_ROUTER=1 (with
+# KUBE_ROUTER_SHA256) puts kube-router into lean and debian.
 IMAGE_OUT ?= /var/cache/cell-image/out
+IMAGE ?= lean debian custom
+image_file = $(IMAGE_OUT)/$(if $(filter custom,$(1)),cell-debian-custom,cell-$(1)).qcow2
+IMAGE_COMMON := image-build/common.sh $(wildcard image-build/files/*) \
+	image-build/kube-router.sh image-build/kube-router.conf
 # The custom image holds none of our files (its user data installs the
-# release), so only the recipe rebuilds it.
-IMAGE_RECIPE := image-build/debian.sh image-build/common.sh \
-	$(wildcard image-build/files/*)
+# release), so only the recipe rebuilds it; the built binaries must be there
+# (the recipe lists the libraries they link), but a newer one rebuilds
+# nothing.
+IMAGE_RECIPE := image-build/debian.sh $(IMAGE_COMMON)
 IMAGE_DEPS := $(BINS) $(IMAGE_RECIPE) $(wildcard image-build/init/*/* \
 	image-build/init/*)
+LEAN_DEPS := image-build/lean.sh $(IMAGE_COMMON) $(wildcard image-build/lean/*) \
+	$(wildcard build-static/bin/*)
 $(IMAGE_OUT)/cell-debian.qcow2: $(IMAGE_DEPS)
 	image-build/debian.sh $(IMAGE_OUT)
-$(IMAGE_OUT)/cell-debian-custom.qcow2: $(IMAGE_RECIPE)
+$(IMAGE_OUT)/cell-debian-custom.qcow2: $(IMAGE_RECIPE) | $(BINS)
 	image-build/debian.sh --custom $(IMAGE_OUT)
-image: $(IMAGE_OUT)/cell-debian.qcow2 $(IMAGE_OUT)/cell-debian-custom.qcow2
+$(IMAGE_OUT)/cell-lean.qcow2: $(LEAN_DEPS)
+	image-build/lean.sh $(IMAGE_OUT)
+# The lean image takes `make static`'s binaries: built first, then a make
+# that sees them (their times decide whether the image is rebuilt).
+image:
+ifneq ($(filter lean,$(IMAGE)),)
+	$(MAKE) static
+endif
+	$(MAKE) image-files IMAGE="$(IMAGE)"
+image-files: $(foreach i,$(IMAGE),$(call image_file,$(i)))
 
-# Not in `make check` (minutes of emulation): the static binaries in a root
-# without libc, then the Debian images booted under qemu (TCG) and driven
-# from the host. Prints sizes and boot timings.
-image-test: static-test image-boot-test
+# Not in `make check` (minutes of emulation; scripts/test.sh runs it unless
+# SKIP_IMAGE=1): the static binaries in a root without libc, kube-router's
+# checked download, then the images booted under qemu (KVM when it works,
+# else TCG) and driven from the host. Prints TIME and SIZE lines.
+# One after the other (each builds into build-static/ or build/).
+image-test:
+	$(MAKE) static-test
+	$(MAKE) kube-router-test
+	$(MAKE) image-boot-test
 
 # The static binaries alone, in a root without libc (no image, no qemu).
 static-test: static
 	CELL_STATIC_BUILD=$(abspath build-static) /usr/bin/python3 -m pytest \
 		tests/image/test_static_rootfs.py -q -rfEs -s $(PYTEST_ARGS)
 
-# The boot part alone (no static build): both images under qemu.
-image-boot-test: image release
+# kube-router's pinned download (a stand-in on loopback; seconds).
+kube-router-test:
+	/usr/bin/python3 -m pytest tests/image/test_kube_router.py -q -rfEs \
+		$(PYTEST_ARGS)
+
+# The boot part alone (no static test): the images under qemu. The images
+# and the release one after the other: both build build/ (make -j).
+image-boot-test:
+	$(MAKE) image
+	$(MAKE) release
 	CELL_IMAGE_OUT=$(IMAGE_OUT) /usr/bin/python3 -m pytest \
 		tests/image/test_boot.py -q -rfEs -s $(PYTEST_ARGS)
 

@@ -9,6 +9,9 @@ IMG_FILES=$IMG_DIR/files
 # The kernel command line of every cell: the serial console last, so that
 # /dev/console (systemd's and OpenRC's status, the agent's log) is ttyS0,
 # where the clouds' console-log APIs read.
+# Set by img_kube_router (KUBE_ROUTER=1); empty: no kube-router.
+IMG_KUBE_ROUTER=
+IMG_KUBE_ROUTER_PACKAGES=
 IMG_CMDLINE="console=tty0 console=ttyS0,115200n8 net.ifnames=0 quiet"
 
 img_die() {
@@ -30,7 +33,7 @@ img_install_cell() {
 }
 
 # img_install_config ROOT INIT: sysctls, modules, console logging, / made
-# rprivate; INIT is systemd or openrc.
+# rprivate; INIT is systemd, openrc or none (the lean image's own init).
 img_install_config() {
 	local root=$1 init=$2
 	install -D -m 0644 "$IMG_FILES/sysctl-cell.conf" \
@@ -52,6 +55,7 @@ img_install_config() {
 		install -D -m 0755 "$IMG_FILES/cell-rprivate.openrc" \
 			"$root/etc/init.d/cell-rprivate"
 		;;
+	none) ;; # the lean image: its rc.boot does all of it
 	*) img_die "unknown init $init" ;;
 	esac
 	# Unique per instance: made at first boot, never baked in.
@@ -82,7 +86,8 @@ img_trim() {
 }
 
 # img_disk ROOT OUT SIZE_MB: a raw disk (MBR, one bootable ext4 partition
-# from 1 MiB, extlinux in it) at OUT.raw and its qcow2 at OUT.qcow2. The
+# from 1 MiB, extlinux in it) at OUT.raw and its qcow2 at OUT.qcow2; the
+# root file system's size in MiB at OUT.root-mib. The
 # file system is made from ROOT with mkfs.ext4 -d (no loop device); only
 # extlinux's install mounts it, in a private mount namespace.
 img_disk() {
@@ -90,6 +95,8 @@ img_disk() {
 	uuid=$(cat /proc/sys/kernel/random/uuid)
 	part=$out.part
 	rm -f "$part" "$out.raw" "$out.qcow2"
+	# What the boot test prints as SIZE … root=<MiB>.
+	du -s -m --apparent-size "$root" | cut -f1 >"$out.root-mib"
 	mkdir -p "$root/boot/extlinux"
 	img_extlinux_conf "$root" "$uuid" >"$root/boot/extlinux/extlinux.conf"
 	printf 'UUID=%s / ext4 rw,noatime,errors=remount-ro 0 1\n' "$uuid" \
@@ -132,4 +139,26 @@ LABEL cell
 	INITRD /boot/$initrd
 	APPEND root=UUID=$uuid rw $IMG_CMDLINE
 EOF
+}
+
+# img_kube_router OUTDIR: with KUBE_ROUTER=1, fetch and check kube-router as
+# pinned in kube-router.conf (kube-router.sh); a recipe calls this before
+# anything else. Sets IMG_KUBE_ROUTER (the checked binary, or empty) and
+# IMG_KUBE_ROUTER_PACKAGES (what it runs, from Debian; comma-separated).
+img_kube_router() {
+	IMG_KUBE_ROUTER=
+	IMG_KUBE_ROUTER_PACKAGES=
+	[ "${KUBE_ROUTER:-0}" = 1 ] || return 0
+	IMG_KUBE_ROUTER=$("$IMG_DIR/kube-router.sh" "$1/.kube-router") ||
+		img_die "no kube-router image without a checked kube-router"
+	# shellcheck source=image-build/kube-router.conf disable=SC2034
+	IMG_KUBE_ROUTER_PACKAGES=$(. "$IMG_DIR/kube-router.conf" &&
+		echo "$KUBE_ROUTER_PACKAGES")
+}
+
+# img_install_kube_router ROOT: the binary img_kube_router checked, where
+# the agent looks for it (PATH; agent/netagent.c).
+img_install_kube_router() {
+	[ -n "$IMG_KUBE_ROUTER" ] || return 0
+	install -D -m 0755 "$IMG_KUBE_ROUTER" "$1/usr/local/bin/kube-router"
 }

@@ -12,6 +12,10 @@
 # CA certificates; then our binaries and units (`make install`), the shared
 # configuration (common.sh), extlinux on an MBR disk.
 #
+# KUBE_ROUTER=1 adds kube-router (image-build/kube-router.conf; the build
+# stops first thing without its SHA-256 or on a mismatch) and Debian's
+# ipset, iptables and conntrack.
+#
 # --custom builds the "bring your own image" comparison instead: the same
 # system with Debian's cloud-init and curl, and none of our files; the
 # user data installs the release (image-build/init/custom-image.cloud-config).
@@ -41,6 +45,8 @@ SUITE=${SUITE:-bookworm}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 SIZE_MB=${SIZE_MB:-1024}
 BUILD=${BUILD:-$IMG_REPO/build}
+# First, before anything else: kube-router's download, checked.
+[ -n "$custom" ] || img_kube_router "$out"
 
 [ "$(id -u)" -eq 0 ] || img_die "run as root"
 for t in mmdebstrap extlinux qemu-img mkfs.ext4 sfdisk; do
@@ -71,6 +77,7 @@ runtime_packages() {
 pkgs=systemd,systemd-sysv,systemd-resolved,udev,kmod,e2fsprogs
 pkgs+=,linux-image-amd64,initramfs-tools,zstd,ca-certificates
 pkgs+=,libcurl4,$(runtime_packages)
+[ -z "$IMG_KUBE_ROUTER_PACKAGES" ] || pkgs+=,$IMG_KUBE_ROUTER_PACKAGES
 if [ -n "$custom" ]; then
 	pkgs+=,cloud-init,curl,python3-minimal
 fi
@@ -135,6 +142,15 @@ if [ -n "$custom" ]; then
 		"$root/etc/cloud/cloud.cfg.d/90-cell.cfg"
 else
 	img_install_cell "$root"
+	img_install_kube_router "$root"
+	# iptables on the legacy backend: cell-net's libiptc writes the legacy
+	# tables, and kube-router's rules must land beside them.
+	if [ -n "$IMG_KUBE_ROUTER" ]; then
+		chroot "$root" update-alternatives --set iptables \
+			/usr/sbin/iptables-legacy >&2
+		chroot "$root" update-alternatives --set ip6tables \
+			/usr/sbin/ip6tables-legacy >&2
+	fi
 	# A systemd image: no OpenRC scripts (systemctl would take them for
 	# SysV scripts of the same name), no controller tool.
 	rm -f "$root/usr/local/bin/cellctl" "$root/etc/init.d/cell-agent" \

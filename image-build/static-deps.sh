@@ -63,6 +63,82 @@ export LDFLAGS="-L$PREFIX/lib"
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 export PKG_CONFIG_LIBDIR="$PREFIX/lib/pkgconfig"
 
+# Where a source package's files are looked for when the Debian mirror
+# answers 404 for one (a partial mirror or proxy): the same pool path under
+# each of these, the file checked against the SHA-256 that Debian's signed
+# Sources index gives (so any mirror will do: the bytes are Debian's).
+# Ubuntu's archive carries the same upstream tarballs under the same names.
+SOURCE_MIRRORS=${CELL_SOURCE_MIRRORS-http://archive.ubuntu.com/ubuntu}
+
+# Pins whose Debian patches a static build does without, so that the upstream
+# tarball alone (checked as above) may stand in when the Debian part of the
+# source package is gone: libmnl's patches are documentation only.
+UPSTREAM_OK=" libmnl "
+
+# pinned_gone NAME VERSION WHY: the pinned source cannot be had; say what to
+# do (the pins are in PINS at the top of this script).
+pinned_gone() {
+	local upstream=${2#*:}
+	die "$3: the pinned source $1=$2 is gone from this archive." \
+		"Pick a version 'apt-cache showsrc $1' lists and change PINS in" \
+		"$0 (deb-src entries in /etc/apt/sources.list.d, then" \
+		"apt-get update), or set CELL_SOURCE_MIRRORS to a mirror that" \
+		"still has it, or unpack upstream's $1-${upstream%-*} into $SRC/"
+}
+
+# fetch_file URL FILE SHA256: FILE from URL or from the same pool path on a
+# SOURCE_MIRRORS entry, kept only when its SHA-256 matches.
+fetch_file() {
+	local url=$1 file=$2 sum=$3 pool m
+	pool=pool/${url#*/pool/}
+	for m in "${url%%/pool/*}" $SOURCE_MIRRORS; do
+		if curl -fsL --retry 2 -o "$file.part" "$m/$pool" &&
+			echo "$sum  $file.part" | sha256sum -c --status; then
+			mv "$file.part" "$file"
+			[ "$m" = "${url%%/pool/*}" ] ||
+				echo "static-deps: $file from $m (SHA-256 as" \
+					"Debian's index)" >&2
+			return 0
+		fi
+	done
+	rm -f "$file.part"
+	return 1
+}
+
+# fetch_pieces NAME VERSION: apt-get source failed (a mirror without some
+# of the files): fetch each file apt would, checked, then unpack with
+# dpkg-source; with only the upstream tarball, unpack that alone for an
+# UPSTREAM_OK pin.
+fetch_pieces() {
+	local name=$1 version=$2 uris url file sum dsc='' orig='' missing=''
+	uris=$(apt-get source -q --print-uris --only-source "$name=$version" \
+		2>/dev/null | grep "^'") ||
+		pinned_gone "$name" "$version" "apt-cache knows no such source"
+	while read -r url file _ sum; do
+		url=${url//\'/}
+		sum=${sum#SHA256:}
+		[ ${#sum} -eq 64 ] || die "no SHA-256 for $file in apt's index"
+		if fetch_file "$url" "$file" "$sum"; then
+			case $file in
+			*.asc) ;;
+			*.dsc) dsc=$file ;;
+			*.orig.tar.*) orig=$file ;;
+			esac
+		else
+			missing+=" $file"
+		fi
+	done <<<"$uris"
+	if [ -z "$missing" ] && [ -n "$dsc" ]; then
+		dpkg-source -q -x "$dsc" >&2 || die "dpkg-source -x $dsc failed"
+	elif [ -n "$orig" ] && [[ $UPSTREAM_OK == *" $name "* ]]; then
+		echo "static-deps: $name: Debian's part ($missing) is gone;" \
+			"building upstream's $orig alone" >&2
+		tar -xf "$orig"
+	else
+		pinned_gone "$name" "$version" "no mirror has$missing"
+	fi
+}
+
 # fetch NAME VERSION: unpack Debian's source package (patches applied) and
 # print its directory.
 fetch() {
@@ -73,9 +149,8 @@ fetch() {
 		head -n1)
 	if [ -z "$dir" ]; then
 		(cd "$SRC" && apt-get source -q --only-source "$name=$version" \
-			>&2) || die "apt-get source $name=$version failed: add a" \
-			"deb-src entry, or (a mirror without that source) unpack" \
-			"upstream's $upstream into $SRC/$name-$upstream"
+			>&2) || (cd "$SRC" && fetch_pieces "$name" "$version") ||
+			exit 1
 		dir=$(find "$SRC" -maxdepth 1 -type d \
 			-name "$name-${upstream%%+*}*" | head -n1)
 	fi

@@ -30,7 +30,7 @@ PKGS=(
 	# image-build: static musl binaries, Debian images, the qemu boot test
 	musl-tools nasm autoconf automake libtool extlinux fdisk qemu-utils
 	gperf # static-deps.sh: libseccomp's build
-	qemu-system-x86 cloud-image-utils
+	qemu-system-x86 cloud-image-utils cpio # cpio: the lean image's initramfs
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -9,6 +9,10 @@
 #   SKIP_ASAN=1   skip the sanitizer run (quicker local iterations)
 #   SKIP_FUZZ=1   skip the timed fuzzing
 #   FUZZ_SECONDS  per harness (5; `make fuzz-run` defaults to 30)
+#   SKIP_IMAGE=1  skip `make image-test` (the static binaries, kube-router's
+#                 checked download, the lean, Debian and custom images
+#                 built and booted under qemu: minutes, more on a fresh
+#                 machine that builds the static libraries and images)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
@@ -65,6 +69,22 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
 		summary build-asan/check.log
 	else
 		tail -40 build-asan/make.log
+		total_f=$((total_f + 1))
+	fi
+fi
+
+# The images, last: a broken image shows the day it breaks. Its TIME and
+# SIZE lines are in build/image-test.log.
+if [ "${SKIP_IMAGE:-0}" != 1 ]; then
+	echo "== images (make image-test)"
+	mkdir -p build
+	make image-test >build/image-test.log 2>&1
+	rc=$?
+	grep -E '^(TIME|SIZE|RATIO) |passed|failed|error' build/image-test.log
+	if [ $rc -eq 0 ]; then
+		total_p=$((total_p + 1))
+	else
+		tail -40 build/image-test.log
 		total_f=$((total_f + 1))
 	fi
 fi
