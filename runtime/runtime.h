@@ -125,9 +125,9 @@ struct run_config {
 	int64_t log_max_bytes; /* rotate to log_path.1 beyond this; 0 never */
 	int64_t log_max_files; /* files kept, the current one included (2) */
 	char *log_link; /* NULL, or a symlink to log_path made at start */
-	int64_t grace_seconds;	    /* SIGTERM → SIGKILL delay on stop */
-	int64_t stop_signal;	    /* the image's StopSignal; SIGTERM by default */
-	bool tty;		    /* not supported yet: must be false */
+	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
+	int64_t stop_signal;   /* the image's StopSignal; SIGTERM by default */
+	bool tty;	       /* not supported yet: must be false */
 	struct run_device *devices; /* besides the default /dev */
 	size_t n_devices;
 	struct run_hook *hooks; /* in order, per kind */
