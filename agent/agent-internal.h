@@ -74,6 +74,17 @@ struct probe {
 	    failure_threshold;
 };
 
+/* A lifecycle hook (an extension: Kip does not send one). exec and
+ * httpGet run as a probe attempt does; sleep waits sleep_s seconds. */
+struct hook {
+	struct probe p; /* kind PROBE_NONE when there is no hook */
+	bool is_sleep;
+	int64_t sleep_s;
+};
+
+enum tri { TRI_UNSET, TRI_FALSE, TRI_TRUE }; /* a Go *bool */
+enum pull_policy { PULL_IF_NOT_PRESENT, PULL_ALWAYS, PULL_NEVER };
+
 struct unit_spec {
 	char *name;
 	char *image;
@@ -97,6 +108,16 @@ struct unit_spec {
 	struct probe liveness, readiness, startup;
 	char *termination_message_path;	  /* default /dev/termination-log */
 	char *termination_message_policy; /* "File" | "FallbackToLogsOnError" */
+	/* Extensions (docs/agent-wire.md): absent in what Kip sends, and their
+	 * zero values are Kip's behaviour. */
+	struct hook post_start, pre_stop;
+	bool read_only_root;
+	enum tri run_as_non_root; /* unset: the pod's */
+	enum tri allow_priv_esc;
+	bool privileged;
+	bool proc_unmasked;	 /* procMount "Unmasked" */
+	enum pull_policy pull_policy;
+	bool stdin_open, stdin_once;
 	/* A canonical serialization of every field: two units are "the same"
 	 * exactly when these are equal (a change restarts the unit). */
 	char *fingerprint;
@@ -141,6 +162,12 @@ struct pod_spec {
 	size_t n_sysctls;
 	char *hostname, *subdomain;
 	int64_t termination_grace_s; /* default 30 */
+	/* Extensions (docs/agent-wire.md); Kip sends none of them. */
+	bool has_fs_group;
+	int64_t fs_group;
+	bool fs_group_on_root_mismatch; /* fsGroupChangePolicy */
+	bool run_as_non_root;
+	int64_t active_deadline_s; /* 0 = none */
 	/* spec.resources.memory, bytes (0 none): what Kip sized the instance
 	 * by (the sum of the units' limits, else requests). Never a unit's
 	 * limit. */

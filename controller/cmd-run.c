@@ -49,7 +49,10 @@ static const char run_usage[] =
     "  --default-instance-type T (t3.nano)\n"
     "  -o json|yaml              convert's output format (json)\n"
     "  --packages DIR            convert: also write each deploy package\n"
-    "                            as DIR/<name>.tar.gz\n";
+    "                            as DIR/<name>.tar.gz\n"
+    "  --kip                     exactly what Kip sends: none of the\n"
+    "                            extensions (lifecycle, fsGroup, downward\n"
+    "                            API volumes, …; docs/agent-wire.md)\n";
 
 enum {
 	R_LIT = 1,
@@ -65,7 +68,8 @@ enum {
 	R_REGION,
 	R_DEFTYPE,
 	R_QUIET,
-	R_PKGS
+	R_PKGS,
+	R_KIP
 };
 
 /* The shipped table: <bindir>/../share/cell/aws-us-east-1.json. */
@@ -199,6 +203,7 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 	    {"default-instance-type", required_argument, NULL, R_DEFTYPE},
 	    {"quiet", no_argument, NULL, R_QUIET},
 	    {"packages", required_argument, NULL, R_PKGS},
+	    {"kip", no_argument, NULL, R_KIP},
 	    {NULL, 0, NULL, 0}};
 	const char *resolv = "/etc/resolv.conf";
 	int c, r = 0;
@@ -257,6 +262,9 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 			break;
 		case R_PKGS:
 			o->save_pkgs = optarg;
+			break;
+		case R_KIP:
+			o->conv.kip = true;
 			break;
 		case 'q':
 		case R_QUIET:
