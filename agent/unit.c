@@ -20,6 +20,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "podrun.h"
+#include "podsec.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "sup-internal.h"
@@ -337,6 +338,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	who.groups = NULL;
 	podrun_user_free(&who);
 	rc->no_new_privs = rc->uid != 0;
+	if (podsec_apply(us, &s->spec, rc, e) < 0)
+		return -1;
 	rc->cwd =
 	    xstrdup(us->working_dir && *us->working_dir	    ? us->working_dir
 		    : img->working_dir && *img->working_dir ? img->working_dir

@@ -71,6 +71,7 @@ struct run_config {
 	char **caps;
 	char **ambient_caps; /* subset of caps */
 	bool no_new_privs;
+	bool proc_unmasked; /* no masked or read-only /proc, /sys paths */
 	char *hostname;	   /* NULL: the host's name, copied into the new
 			      UTS namespace */
 	char *netns_path;  /* NULL: stay in the monitor's net namespace */
