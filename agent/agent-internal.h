@@ -32,7 +32,8 @@
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
 enum ns_mode { NS_POD = 0, NS_CONTAINER = 1, NS_NODE = 2 };
-enum probe_kind { PROBE_NONE, PROBE_EXEC, PROBE_HTTP, PROBE_TCP };
+/* PROBE_SLEEP: a lifecycle hook's sleep{seconds} only. */
+enum probe_kind { PROBE_NONE, PROBE_EXEC, PROBE_HTTP, PROBE_TCP, PROBE_SLEEP };
 
 struct kv {
 	char *name;
@@ -72,14 +73,7 @@ struct probe {
 	/* Kubernetes defaults applied where the wire says 0. */
 	int initial_delay_s, timeout_s, period_s, success_threshold,
 	    failure_threshold;
-};
-
-/* A lifecycle hook (an extension: Kip does not send one). exec and
- * httpGet run as a probe attempt does; sleep waits sleep_s seconds. */
-struct hook {
-	struct probe p; /* kind PROBE_NONE when there is no hook */
-	bool is_sleep;
-	int64_t sleep_s;
+	int64_t sleep_s; /* PROBE_SLEEP */
 };
 
 enum tri { TRI_UNSET, TRI_FALSE, TRI_TRUE }; /* a Go *bool */
@@ -110,7 +104,9 @@ struct unit_spec {
 	char *termination_message_policy; /* "File" | "FallbackToLogsOnError" */
 	/* Extensions (docs/agent-wire.md): absent in what Kip sends, and their
 	 * zero values are Kip's behaviour. */
-	struct hook post_start, pre_stop;
+	/* lifecycle hooks: exec and httpGet run as a probe attempt does,
+	 * PROBE_SLEEP waits; PROBE_NONE when there is none. */
+	struct probe post_start, pre_stop;
 	bool read_only_root;
 	enum tri run_as_non_root; /* unset: the pod's */
 	enum tri allow_priv_esc;

@@ -392,12 +392,13 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
 /* Probes count from now: a unit that starts running, and one re-adopted
  * after an agent restart, waits out its initial delays again (as after a
  * kubelet restart) and is ready only once its readiness probe says so. */
-static void probes_restart(struct supervisor *s, struct unit_rec *u)
+void unit_probes_restart(struct supervisor *s, struct unit_rec *u)
 {
 	struct probe_outcome out;
 
 	if (!u->spec)
 		return;
+	u->post_start_pending = false;
 	probes_init(&u->probes, u->spec, s->ops->now());
 	probes_outcome(&u->probes, u->spec, &out);
 	u->started = out.started;
@@ -413,7 +414,7 @@ static void set_running(struct supervisor *s, struct unit_rec *u,
 	u->phase = PH_RUNNING;
 	u->started = 1;
 	u->ready = true;
-	probes_restart(s, u);
+	unit_probes_restart(s, u);
 }
 
 /* Start the unit's due probes on the runner's threads; their results
@@ -425,7 +426,7 @@ void unit_probe(struct supervisor *s, struct unit_rec *u)
 	enum probe_which w[3];
 	size_t n;
 
-	if (u->phase != PH_RUNNING || !u->spec)
+	if (u->phase != PH_RUNNING || !u->spec || u->post_start_pending)
 		return;
 	n = probes_take_due(&u->probes, u->spec, s->ops->now(), w);
 	if (!n)
@@ -449,6 +450,10 @@ void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 {
 	struct probe_outcome out;
 
+	if (j->which == PROBE_POST_START || j->which == PROBE_PRE_STOP) {
+		hook_done(s, u, j);
+		return;
+	}
 	/* A record made again (a pod restart) counts runs from 1 again:
 	 * the token tells this run from an older one with the same number. */
 	if (u->phase != PH_RUNNING || !u->spec || j->seq != u->seq ||
@@ -475,6 +480,8 @@ static int watch_run(struct supervisor *s, struct unit_rec *u, const char *run,
 	pidfd = runtime_pidfd(&st, e);
 	set_running(s, u, st.started_at_ns ? st.started_at_ns : wall_ns());
 	runtime_state_free(&st);
+	u->kill_reason = NULL;
+	hook_post_start(s, u);
 	if (pidfd < 0) /* it already ended: the exit is processed now */
 		return 1;
 	unit_watch(s, u, pidfd);
@@ -683,6 +690,14 @@ static void set_terminated(struct unit_rec *u, const char *run,
 	u->state.message = st->message
 			       ? xstrdup(st->message)
 			       : termination_message(u, run, st->exit_code);
+	if (u->kill_reason) { /* the agent killed it, and says why */
+		free(u->state.reason);
+		free(u->state.message);
+		u->state.reason = xstrdup(u->kill_reason);
+		u->state.message = xstrdup(u->kill_message);
+		u->kill_reason = NULL;
+	}
+	u->pre_stop_pending = false;
 	u->state.started_at_ns = st->started_at_ns;
 	u->state.finished_at_ns =
 	    st->finished_at_ns ? st->finished_at_ns : wall_ns();
@@ -753,17 +768,24 @@ void unit_exited(struct supervisor *s, struct unit_rec *u)
 	record_save(u, &e);
 }
 
-void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
+void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq);
 	struct cerr e = {0};
 
-	unit_pull_cancel(s, u);
-	if (u->phase != PH_RUNNING)
-		return;
 	if (s->ops->runtime_stop(run, (int)grace, &e) < 0)
 		log_warn("stop %s: %s", u->name, e.msg);
 	u->phase = PH_STOPPING;
+}
+
+void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
+{
+	unit_pull_cancel(s, u);
+	if (u->phase != PH_RUNNING)
+		return;
+	if (hook_pre_stop(s, u, grace))
+		return; /* the signal follows the hook (hook_done) */
+	unit_send_stop(s, u, grace);
 }
 
 /* After an agent restart: find the unit's current run where the monitor
@@ -794,7 +816,7 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 			 u->seq, (int)st.monitor_pid);
 		unit_watch(s, u, pidfd);
 		if (u->phase == PH_RUNNING)
-			probes_restart(s, u);
+			unit_probes_restart(s, u);
 		runtime_state_free(&st);
 		return;
 	}

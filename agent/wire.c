@@ -1010,7 +1010,7 @@ static int parse_probe(const json_t *u, const char *at, const char *key,
  * httpGet, tcpSocket), without the probe's timings. */
 static int parse_hook(const json_t *lc, const char *at, const char *go,
 		      const char *k8s, const struct unit_spec *unit,
-		      struct hook *h, struct cerr *e)
+		      struct probe *h, struct cerr *e)
 {
 	const char *key = go_or_k8s(lc, go, k8s);
 	json_t *o, *sl;
@@ -1024,17 +1024,17 @@ static int parse_hook(const json_t *lc, const char *at, const char *go,
 		return -1;
 	if (sl) {
 		child(q, p, "sleep", -1);
-		h->is_sleep = true;
+		h->kind = PROBE_SLEEP;
 		return get_int(sl, q, "seconds", 0, INT32_MAX, &h->sleep_s,
 			       NULL, e);
 	}
-	if (parse_probe_handler(o, p, unit, &h->p, e) < 0)
+	if (parse_probe_handler(o, p, unit, h, e) < 0)
 		return -1;
-	if (h->p.kind == PROBE_TCP) {
+	if (h->kind == PROBE_TCP) {
 		/* The kubelet accepts it and runs nothing (deprecated). */
 		warnf("%s: tcpSocket hooks do nothing", p);
-		probe_free(&h->p);
-		memset(&h->p, 0, sizeof(h->p));
+		probe_free(h);
+		memset(h, 0, sizeof(*h));
 	}
 	return 0;
 }
@@ -1559,8 +1559,8 @@ static void unit_free(struct unit_spec *u)
 	probe_free(&u->liveness);
 	probe_free(&u->readiness);
 	probe_free(&u->startup);
-	probe_free(&u->post_start.p);
-	probe_free(&u->pre_stop.p);
+	probe_free(&u->post_start);
+	probe_free(&u->pre_stop);
 	free(u->termination_message_path);
 	free(u->termination_message_policy);
 	free(u->fingerprint);

@@ -82,3 +82,97 @@ def test_privileged_and_proc_mount(cell, image):
     assert int(priv[0], 16) > int(plain[0], 16)
     assert int(priv[0], 16) & (1 << 21)  # CAP_SYS_ADMIN
     assert plain[0] == unmasked[0]
+
+
+# ---- lifecycle hooks ----
+
+def wait_log(c, name: str, want: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    out = ""
+    while time.monotonic() < deadline:
+        out = c.logs(name).decode()
+        if want in out:
+            return out
+        time.sleep(0.1)
+    raise AssertionError(f"{want!r} never in the log of {name}: {out!r}")
+
+
+def hooks(post=None, pre=None) -> dict:
+    lc = {}
+    if post:
+        lc["PostStart"] = post
+    if pre:
+        lc["PreStop"] = pre
+    return {"lifecycle": lc}
+
+
+def test_post_start_runs_after_the_start_and_gates_readiness(cell, image):
+    """pods/lifecycle-events.yaml: the hook writes /usr/share/message,
+    which the container then finds. The unit is ready only once the hook
+    has ended."""
+    a, c = cell()
+    main = ("while ! test -e /usr/share/message; do sleep 0.1; done; "
+            "cat /usr/share/message; exec sleep 1000")
+    hook = {"exec": {"command": ["/bin/sh", "-c",
+                                 "sleep 1; mkdir -p /usr/share; echo Hello from the postStart handler "
+                                 "> /usr/share/message"]}}
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "u", main, **hooks(post=hook))],
+                            terminationGracePeriodSeconds=1))
+    st = c.wait_status(lambda s: units_by_name(s).get("u", {}).get("ready"))
+    assert "running" in state_of(st, "u")
+    assert wait_log(c, "u", "Hello") == "Hello from the postStart handler\n"
+
+
+def test_failing_post_start_kills_the_unit(cell, image):
+    a, c = cell()
+    hook = {"exec": {"command": ["/bin/sh", "-c", "exit 3"]}}
+    c.update_pod(pod_params("ns_pod", restart_policy="Never",
+                            units=[sh(image, "u", "exec sleep 1000", **hooks(post=hook))],
+                            terminationGracePeriodSeconds=1))
+    st = wait_state(c, "u", "terminated")
+    t = state_of(st, "u")["terminated"]
+    assert t["reason"] == "FailedPostStartHook", t
+    assert units_by_name(st)["u"]["ready"] is False
+
+
+PRE_STOP_MAIN = ("trap 'cat /tmp/prestop 2>/dev/null > /dev/termination-log "
+                 "|| echo none > /dev/termination-log; exit 0' TERM; "
+                 "while :; do sleep 0.1; done")
+
+
+@pytest.mark.parametrize("pre,want", [
+    ({"exec": {"command": ["/bin/sh", "-c", "sleep 1; echo ran > /tmp/prestop"]}}, "ran\n"),
+    # A hook longer than the grace is cut; the signal still comes.
+    ({"exec": {"command": ["/bin/sh", "-c", "echo ran > /tmp/prestop; sleep 1000"]}}, "ran\n"),
+    ({"sleep": {"seconds": 1}}, "none\n"),
+    (None, "none\n"),
+])
+def test_pre_stop_runs_before_the_signal(cell, image, pre, want):
+    """A spec change restarts the unit: its preStop runs first, then TERM
+    (caught: exit 0), whose handler reports what the hook left."""
+    a, c = cell()
+    spec = {"terminationGracePeriodSeconds": 3}
+    u = sh(image, "u", PRE_STOP_MAIN, **hooks(pre=pre))
+    c.update_pod(pod_params("ns_pod", units=[u], **spec))
+    wait_state(c, "u", "running")
+    u2 = {**u, "env": [{"name": "CHANGED", "value": "1"}]}
+    c.update_pod(pod_params("ns_pod", units=[u2], **spec))
+    st = c.wait_status(lambda s: units_by_name(s)["u"]["restartCount"] == 1 and
+                       "terminated" in (units_by_name(s)["u"]["lastState"] or {}), timeout=60)
+    t = units_by_name(st)["u"]["lastState"]["terminated"]
+    assert (t["exitCode"], t["message"]) == (0, want), t
+
+
+def test_http_get_post_start_hook(cell, image):
+    """An httpGet hook reaches the unit's own server (busybox httpd logs
+    the request)."""
+    import random
+    port = random.randrange(20000, 60000)
+    a, c = cell()
+    main = (f"mkdir -p /www; echo ok > /www/hook.html; "
+            f"exec httpd -f -vv -p 127.0.0.1:{port} -h /www")
+    hook = {"httpGet": {"path": "/hook.html", "port": port, "host": "127.0.0.1"}}
+    c.update_pod(pod_params("ns_pod", units=[sh(image, "u", main, **hooks(post=hook))],
+                            terminationGracePeriodSeconds=1))
+    c.wait_status(lambda s: units_by_name(s).get("u", {}).get("ready"))
+    assert "/hook.html" in wait_log(c, "u", "/hook.html")

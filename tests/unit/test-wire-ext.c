@@ -30,8 +30,7 @@ static void test_absent(void)
 		 &p, &e) == 0,
 	   "Kip's nulls parse: %s", e.msg);
 	u = &p.units[0];
-	ok(u->post_start.p.kind == PROBE_NONE && !u->post_start.is_sleep &&
-	       u->pre_stop.p.kind == PROBE_NONE,
+	ok(u->post_start.kind == PROBE_NONE && u->pre_stop.kind == PROBE_NONE,
 	   "no hooks");
 	ok(!u->read_only_root && u->run_as_non_root == TRI_UNSET &&
 	       u->allow_priv_esc == TRI_UNSET && !u->privileged &&
@@ -63,10 +62,10 @@ static void test_present(void)
 		 &p, &e) == 0,
 	   "extensions parse: %s", e.msg);
 	u = &p.units[0];
-	ok(u->post_start.p.kind == PROBE_EXEC &&
-	       !strcmp(u->post_start.p.exec_command[2], "x"),
+	ok(u->post_start.kind == PROBE_EXEC &&
+	       !strcmp(u->post_start.exec_command[2], "x"),
 	   "postStart exec (Go spelling)");
-	ok(u->pre_stop.is_sleep && u->pre_stop.sleep_s == 5,
+	ok(u->pre_stop.kind == PROBE_SLEEP && u->pre_stop.sleep_s == 5,
 	   "preStop sleep (Kubernetes spelling)");
 	ok(u->read_only_root && u->run_as_non_root == TRI_FALSE &&
 	       u->allow_priv_esc == TRI_FALSE && u->privileged &&
