@@ -21,6 +21,7 @@
 #include "log.h"
 #include "podrun.h"
 #include "podsec.h"
+#include "fsgroup.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "sup-internal.h"
@@ -233,6 +234,32 @@ static void add_bind(struct run_config *rc, char *src, const char *dst, bool ro)
 	m->flags = MS_BIND | MS_REC | (ro ? MS_RDONLY : 0);
 }
 
+/* The pod's fsGroup on each volume this unit mounts (not hostPath: the
+ * kubelet leaves those alone), at every start as the kubelet does at each
+ * mount; packages may have been deployed since the last. */
+static int fsgroup_volumes(const struct pod_spec *pod,
+			   const struct unit_spec *us, char *const *sources,
+			   struct cerr *e)
+{
+	if (!pod->has_fs_group || !sources)
+		return 0;
+	for (size_t i = 0; i < pod->n_volumes; i++) {
+		const struct volume *v = &pod->volumes[i];
+		bool used = false;
+
+		for (size_t k = 0; k < us->n_mounts; k++)
+			used = used || !strcmp(us->mounts[k].name, v->name);
+		if (!used || v->kind == VOL_HOST_PATH ||
+		    v->kind == VOL_UNKNOWN || !sources[i] || !*sources[i])
+			continue;
+		if (fsgroup_apply(sources[i], (gid_t)pod->fs_group,
+				  pod->fs_group_on_root_mismatch,
+				  v->kind != VOL_EMPTY_DIR, e) < 0)
+			return cerr_prefix(e, "volume %s", v->name);
+	}
+	return 0;
+}
+
 static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 		      struct run_config *rc, struct cerr *e)
 {
@@ -243,7 +270,8 @@ static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 	char *tfile;
 
 	d.volumes_dir = vols;
-	if (vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
+	if (fsgroup_volumes(&s->spec, u->spec, s->vol_sources, e) < 0 ||
+	    vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
 		return -1;
 	for (size_t i = 0; i < m.n; i++) {
 		add_bind(rc, m.v[i].source, m.v[i].target, m.v[i].read_only);

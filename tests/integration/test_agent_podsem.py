@@ -176,3 +176,23 @@ def test_http_get_post_start_hook(cell, image):
                             terminationGracePeriodSeconds=1))
     c.wait_status(lambda s: units_by_name(s).get("u", {}).get("ready"))
     assert "/hook.html" in wait_log(c, "u", "/hook.html")
+
+
+# ---- fsGroup ----
+
+@pytest.mark.parametrize("policy", [None, "OnRootMismatch"])
+def test_fs_group_owns_volumes_with_setgid(cell, image, policy):
+    """pods/security/security-context.yaml: the emptyDir is the group's,
+    setgid, and a file a unit creates there gets the group."""
+    a, c = cell()
+    psc = {"fsGroup": 2000, "runAsUser": 1000, "runAsGroup": 3000}
+    if policy:
+        psc["fsGroupChangePolicy"] = policy
+    vol = {"name": "sec-ctx-vol", "emptyDir": {}}
+    script = ("stat -c '%g %A' /data/demo; echo hi > /data/demo/f; "
+              "stat -c '%g' /data/demo/f; echo end")
+    u = sh(image, "u", script,
+           volumeMounts=[{"name": "sec-ctx-vol", "mountPath": "/data/demo"}])
+    out = run_once(c, u, volumes=[vol], securityContext={
+        "namespaceOptions": None, "supplementalGroups": [], "sysctls": [], **psc})
+    assert out == "2000 drwxrwsrwx\n2000\nend\n", out
