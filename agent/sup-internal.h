@@ -124,6 +124,8 @@ struct supervisor {
 	bool pod_failed;
 	bool pod_restarting;  /* initUnits changed: stop all, then start over */
 	bool pod_cgroup_live; /* a unit ran since the pod's cgroups last went */
+	uint64_t pod_seen_ns; /* activeDeadlineSeconds counts from here */
+	bool deadline_hit;
 	struct stats_state stats;
 	struct podnet net;
 	struct netagent na;
@@ -166,6 +168,10 @@ void hook_done(struct supervisor *s, struct unit_rec *u,
 /* unit.c, for hooks.c */
 void unit_probes_restart(struct supervisor *s, struct unit_rec *u);
 void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
+
+/* deadline.c: past spec.activeDeadlineSeconds, stop every unit with the
+ * reason DeadlineExceeded and fail the pod (once per tick). */
+void deadline_tick(struct supervisor *s);
 
 /* sweep.c */
 /* After restore: remove unit directories, runs, mounts and cgroups no

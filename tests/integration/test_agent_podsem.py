@@ -196,3 +196,19 @@ def test_fs_group_owns_volumes_with_setgid(cell, image, policy):
     out = run_once(c, u, volumes=[vol], securityContext={
         "namespaceOptions": None, "supplementalGroups": [], "sysctls": [], **psc})
     assert out == "2000 drwxrwsrwx\n2000\nend\n", out
+
+
+# ---- activeDeadlineSeconds ----
+
+def test_active_deadline_fails_the_pod(cell, image):
+    a, c = cell()
+    c.update_pod(pod_params("ns_pod", restart_policy="Always", activeDeadlineSeconds=2,
+                            terminationGracePeriodSeconds=1,
+                            units=[sh(image, "u", "exec sleep 1000")]))
+    st = wait_state(c, "u", "terminated", timeout=60)
+    t = state_of(st, "u")["terminated"]
+    assert t["reason"] == "DeadlineExceeded", t
+    time.sleep(1.0)  # several back-offs (50 ms units): none may restart it
+    st = c.status()
+    assert units_by_name(st)["u"]["restartCount"] == 0
+    assert "terminated" in state_of(st, "u")
