@@ -77,7 +77,9 @@ struct probe {
 };
 
 enum tri { TRI_UNSET, TRI_FALSE, TRI_TRUE }; /* a Go *bool */
-enum pull_policy { PULL_IF_NOT_PRESENT, PULL_ALWAYS, PULL_NEVER };
+/* PULL_DEFAULT: none given (Kip): the cache's rule, IfNotPresent but
+ * Always for "latest". */
+enum pull_policy { PULL_DEFAULT, PULL_IF_NOT_PRESENT, PULL_ALWAYS, PULL_NEVER };
 
 struct unit_spec {
 	char *name;

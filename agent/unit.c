@@ -110,6 +110,19 @@ static bool flat_rootfs(const struct pod_spec *pod)
 
 /* Start cell-pull for the unit's image; the supervisor's loop watches it
  * (unit_pull_event). Credentials go in on its stdin. */
+/* imagePullPolicy Always: cell-pull itself, which resolves the tag in the
+ * registry, not its cache front (cell-pull-cached serves a cached tag
+ * without asking). NULL when the puller is not the front. */
+static char *registry_puller(const char *bin)
+{
+	const char *slash = strrchr(bin, '/');
+	const char *base = slash ? slash + 1 : bin;
+
+	if (strcmp(base, "cell-pull-cached"))
+		return NULL;
+	return xasprintf("%.*scell-pull", (int)(base - bin), bin);
+}
+
 static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 		      struct cerr *e)
 {
@@ -123,8 +136,11 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	cleanup_free const char **argv = xcalloc(cap, sizeof(*argv));
 	int credfd = -1, rc;
 	struct epoll_event ev = {.events = EPOLLIN};
+	cleanup_free char *always_bin = registry_puller(s->o.pull_bin);
 
-	argv[n++] = s->o.pull_bin;
+	argv[n++] = u->spec->pull_policy == PULL_ALWAYS && always_bin
+			? always_bin
+			: s->o.pull_bin;
 	argv[n++] = "--image";
 	argv[n++] = u->spec->image;
 	argv[n++] = "--workdir";
@@ -607,8 +623,10 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 				     .no_wait = true};
 	struct cerr e = {0}, ignore = {0};
 
-	if (flat_rootfs(&s->spec))
-		return false;
+	if (flat_rootfs(&s->spec) || u->spec->pull_policy == PULL_ALWAYS)
+		return false; /* Always: the puller resolves the tag again */
+	o.any_tag = u->spec->pull_policy == PULL_IF_NOT_PRESENT ||
+		    u->spec->pull_policy == PULL_NEVER;
 	switch (s->ops->pull_cached(&o, &e)) {
 	case 1:
 		return true;
@@ -619,6 +637,25 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 		break;
 	}
 	return false;
+}
+
+/* imagePullPolicy Never and the image is not in the cache: the kubelet's
+ * ErrImageNeverPull, waiting (not a startFailure) and tried again after a
+ * back-off, as for any image trouble. */
+static void never_pull(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *why = xasprintf(
+	    "ErrImageNeverPull: Container image \"%s\" is not present with "
+	    "pull policy of Never",
+	    u->spec->image);
+	struct cerr ignore = {0};
+
+	log_warn("unit %s: %s", u->name, why);
+	set_waiting(u, why, false);
+	u->not_before_ns =
+	    s->ops->now() + plan_backoff_ns(++u->backoff_n, backoff_unit_ns());
+	unit_drop_run(u, u->seq + 1);
+	record_save(u, &ignore);
 }
 
 /* The next run begins with its image: mounted from the cache at once, or
@@ -637,6 +674,10 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	if (from_cache(s, u, run)) {
 		start_pulled(s, u, run);
 		return 0;
+	}
+	if (u->spec->pull_policy == PULL_NEVER) {
+		never_pull(s, u);
+		return -1;
 	}
 	if (pull_start(s, u, run, &e) < 0) {
 		start_failed(s, u, false, &e);

@@ -1063,13 +1063,14 @@ static int parse_pull_policy(const json_t *u, const char *at,
 			     struct unit_spec *out, struct cerr *e)
 {
 	static const char *const names[] = {
+	    [PULL_DEFAULT] = "",
 	    [PULL_IF_NOT_PRESENT] = "IfNotPresent",
 	    [PULL_ALWAYS] = "Always",
 	    [PULL_NEVER] = "Never",
 	};
 	cleanup_free char *s = NULL;
 
-	if (get_str_def(u, at, "imagePullPolicy", "IfNotPresent", &s, e) < 0)
+	if (get_str_def(u, at, "imagePullPolicy", "", &s, e) < 0)
 		return -1;
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (!strcmp(s, names[i])) {

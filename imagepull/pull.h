@@ -104,6 +104,9 @@ void pull_library_cleanup(void);
 struct pull_cached_opts {
 	const char *image, *workdir, *mount_at, *upper_dir, *save_config;
 	bool no_wait; /* a gc holding the cache is a miss, not a wait */
+	/* The unit asked for IfNotPresent or Never: a cached image serves
+	 * for any tag, "latest" too (the default policy re-resolves it). */
+	bool any_tag;
 };
 int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e);
 

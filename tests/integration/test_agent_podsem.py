@@ -212,3 +212,49 @@ def test_active_deadline_fails_the_pod(cell, image):
     st = c.status()
     assert units_by_name(st)["u"]["restartCount"] == 0
     assert "terminated" in state_of(st, "u")
+
+
+# ---- imagePullPolicy, against a registry whose tag moves ----
+
+def mark_image(registry, mark: str, tag: str = "moving") -> str:
+    from images import Image, busybox_layer, push
+    push(registry, "t/mv", tag, Image([busybox_layer()],
+                                      config={"Cmd": ["/bin/sh"], "Env": [f"MARK={mark}"]}))
+    return registry.ref("t/mv", tag)
+
+
+def marks_seen(c, name: str, after: int) -> str:
+    """The MARK of a run later than restart number `after`."""
+    st = c.wait_status(lambda s: units_by_name(s).get(name, {}).get("restartCount", 0) > after + 1,
+                       timeout=60)
+    del st
+    return c.logs(name).decode().strip()
+
+
+@pytest.mark.parametrize("tag", ["moving", "latest"])
+@pytest.mark.parametrize("policy,moves", [("Always", True), ("IfNotPresent", False)])
+def test_pull_policy_with_a_moving_tag(cell, registry, policy, moves, tag):
+    a, c = cell()
+    ref = mark_image(registry, "A", tag)
+    u = sh(ref, "u", "echo $MARK; sleep 0.2", imagePullPolicy=policy)
+    c.update_pod(pod_params("ns_pod", units=[u]))
+    c.wait_status(lambda s: units_by_name(s).get("u", {}).get("restartCount", 0) >= 1, timeout=60)
+    assert c.logs("u").decode().strip() == "A"
+    mark_image(registry, "B", tag)
+    n = units_by_name(c.status())["u"]["restartCount"]
+    assert marks_seen(c, "u", n) == ("B" if moves else "A")
+
+
+def test_pull_policy_never(cell, registry):
+    a, c = cell()
+    ref = mark_image(registry, "A")
+    c.update_pod(pod_params("ns_pod", units=[sh(ref, "u", "echo $MARK; exec sleep 1000",
+                                                  imagePullPolicy="Never")]))
+    st = wait_state(c, "u", "waiting", pred=lambda u: "ErrImageNeverPull" in
+                    u["state"]["waiting"]["reason"])
+    assert units_by_name(st)["u"]["state"]["waiting"]["startFailure"] is False
+    # Once another unit has pulled it, Never finds it in the cache.
+    c.update_pod(pod_params("ns_pod", units=[
+        sh(ref, "u", "echo $MARK; exec sleep 1000", imagePullPolicy="Never"),
+        sh(ref, "puller", "exec sleep 1000")], terminationGracePeriodSeconds=0))
+    wait_state(c, "u", "running", timeout=60)

@@ -36,8 +36,8 @@ static void test_absent(void)
 	       u->allow_priv_esc == TRI_UNSET && !u->privileged &&
 	       !u->proc_unmasked,
 	   "security extensions unset");
-	ok(u->pull_policy == PULL_IF_NOT_PRESENT && !u->stdin_open,
-	   "IfNotPresent, no stdin");
+	ok(u->pull_policy == PULL_DEFAULT && !u->stdin_open,
+	   "the default pull policy, no stdin");
 	ok(!p.has_fs_group && !p.run_as_non_root && !p.active_deadline_s,
 	   "pod extensions unset");
 	pod_spec_free(&p);
