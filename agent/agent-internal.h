@@ -113,7 +113,7 @@ struct unit_spec {
 	enum tri run_as_non_root; /* unset: the pod's */
 	enum tri allow_priv_esc;
 	bool privileged;
-	bool proc_unmasked;	 /* procMount "Unmasked" */
+	bool proc_unmasked; /* procMount "Unmasked" */
 	enum pull_policy pull_policy;
 	bool stdin_open, stdin_once;
 	/* A canonical serialization of every field: two units are "the same"

@@ -27,9 +27,8 @@ static void hook_run(struct supervisor *s, struct unit_rec *u,
 	struct probe_ctx c = {.monitor_bin = s->o.monitor_bin,
 			      .unit_dir = run,
 			      .default_host = pod_ip};
-	struct probe_job *j =
-	    probe_job_new(u->name, u->is_init, u->seq, w, probe_of(u->spec, w),
-			  &c);
+	struct probe_job *j = probe_job_new(u->name, u->is_init, u->seq, w,
+					    probe_of(u->spec, w), &c);
 
 	j->probe.timeout_s = timeout_s > 0 ? timeout_s : 1;
 	s->ops->probe_start(&s->probes, j);

@@ -804,8 +804,7 @@ static int get_tri(const json_t *o, const char *at, const char *key,
 /* Kip's api.SecurityContext has these fields without JSON tags, so Go
  * spells them with capitals (and Kip's converter sends them as null); the
  * Kubernetes spelling is read when the Go one is absent. */
-static const char *go_or_k8s(const json_t *o, const char *go,
-			     const char *k8s)
+static const char *go_or_k8s(const json_t *o, const char *go, const char *k8s)
 {
 	return field(o, go) ? go : k8s;
 }
@@ -1053,8 +1052,7 @@ static int parse_lifecycle(const json_t *u, const char *at,
 	child(p, at, "lifecycle", -1);
 	if (parse_hook(lc, p, "PostStart", "postStart", out, &out->post_start,
 		       e) < 0 ||
-	    parse_hook(lc, p, "PreStop", "preStop", out, &out->pre_stop, e) <
-		0)
+	    parse_hook(lc, p, "PreStop", "preStop", out, &out->pre_stop, e) < 0)
 		return -1;
 	return 0;
 }

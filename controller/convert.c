@@ -132,9 +132,8 @@ static json_t *security_context(const json_t *sc, bool kip)
 	 * them under their Go names, always null (convert.go never sets them).
 	 */
 	for (size_t i = 0; i < ARRAY_SIZE(untagged); i++) {
-		json_t *v = untagged[i][1] && !kip
-				? jget(sc, untagged[i][1])
-				: NULL;
+		json_t *v =
+		    untagged[i][1] && !kip ? jget(sc, untagged[i][1]) : NULL;
 		json_object_set_new(out, untagged[i][0],
 				    v ? json_copy(v) : json_null());
 	}
@@ -248,8 +247,8 @@ static void unit_extensions(json_t *u, const json_t *c)
 		/* The API server's default: Always for :latest or no tag. */
 		const char *img = js(c, "image"), *slash = strrchr(img, '/');
 		const char *colon = strrchr(slash ? slash : img, ':');
-		bool latest = !strchr(img, '@') &&
-			      (!colon || !strcmp(colon, ":latest"));
+		bool latest =
+		    !strchr(img, '@') && (!colon || !strcmp(colon, ":latest"));
 		json_object_set_new(
 		    u, "imagePullPolicy",
 		    json_string(latest ? "Always" : "IfNotPresent"));
@@ -313,8 +312,8 @@ static int container_to_unit(const json_t *c, bool expand,
 	return 0;
 }
 
-static int units(const json_t *list, bool expand,
-		 const struct convert_opts *o, json_t **out, struct cerr *e)
+static int units(const json_t *list, bool expand, const struct convert_opts *o,
+		 json_t **out, struct cerr *e)
 {
 	json_t *a, *c;
 	size_t i;
@@ -550,8 +549,7 @@ static json_t *package_volume(const char *name, const char *path)
 			 path);
 }
 
-static int volumes(const json_t *list, bool kip, json_t **out,
-		   struct cerr *e)
+static int volumes(const json_t *list, bool kip, json_t **out, struct cerr *e)
 {
 	json_t *a = json_array(), *v;
 	size_t i;

@@ -57,8 +57,8 @@ int downward_resource(const json_t *pod, const char *container,
 		      const json_t *rfr, char **out, struct cerr *e)
 {
 	const char *res = js(rfr, "resource"), *dot = strchr(res, '.');
-	const char *cname = *js(rfr, "containerName") ? js(rfr, "containerName")
-						       : container;
+	const char *cname =
+	    *js(rfr, "containerName") ? js(rfr, "containerName") : container;
 	const json_t *c = cname ? container_named(pod, cname) : NULL;
 	bool cpu = dot && !strcmp(dot + 1, "cpu");
 	int64_t v = 0, d = 0;
@@ -67,9 +67,10 @@ int downward_resource(const json_t *pod, const char *container,
 		return cerr_set(e, EINVAL,
 				"resourceFieldRef %s: no container \"%s\"", res,
 				cname ? cname : "");
-	if (!dot || (strncmp(res, "limits.", 7) && strncmp(res, "requests.", 9)))
-		return cerr_set(e, EINVAL, "resourceFieldRef %s is not supported",
-				res);
+	if (!dot ||
+	    (strncmp(res, "limits.", 7) && strncmp(res, "requests.", 9)))
+		return cerr_set(e, EINVAL,
+				"resourceFieldRef %s is not supported", res);
 	cleanup_free char *kind = xstrndup(res, (size_t)(dot - res));
 	if (qty_of(jget(jget(jget(c, "resources"), kind), dot + 1), cpu, &v,
 		   e) < 0 ||
@@ -140,8 +141,8 @@ char *downward_format_map(const json_t *m)
 			buf_append(&b, "\n", 1, &e);
 		buf_append(&b, keys[i], strlen(keys[i]), &e);
 		buf_append(&b, "=", 1, &e);
-		go_quote(&b, json_string_value(json_object_get(m, keys[i]))
-				 ?: "");
+		go_quote(&b,
+			 json_string_value(json_object_get(m, keys[i])) ?: "");
 	}
 	free(keys);
 	buf_append(&b, "", 0, &e);

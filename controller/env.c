@@ -260,8 +260,7 @@ static int one_var(const json_t *pod, const json_t *objects,
 	else if (json_is_object(r = json_object_get(vf, "fieldRef")) &&
 		 pod_field_ref(pod, r, o, &val, e) < 0)
 		return -1;
-	else if (json_is_object(r = json_object_get(vf,
-						       "resourceFieldRef")) &&
+	else if (json_is_object(r = json_object_get(vf, "resourceFieldRef")) &&
 		 !o->kip && downward_resource(pod, container, r, &val, e) < 0)
 		return -1;
 	if (!val)

@@ -230,8 +230,8 @@ static int downward_item(const json_t *pod, const json_t *it,
 	const char *fp = js(fr, "fieldPath");
 
 	if (jget(it, "resourceFieldRef"))
-		return downward_resource(pod, NULL, jget(it, "resourceFieldRef"),
-					 out, e);
+		return downward_resource(pod, NULL,
+					 jget(it, "resourceFieldRef"), out, e);
 	if (!strcmp(fp, "metadata.labels") ||
 	    !strcmp(fp, "metadata.annotations")) {
 		*out = downward_format_map(jget(meta, fp + 9));
@@ -289,8 +289,8 @@ static int volume_package(const json_t *pod, const json_t *v,
 		const json_t *r;
 		bool sec = (r = jget(src, "secret")) != NULL;
 		if (!r && (r = jget(src, "downwardAPI")) && !o->kip) {
-			if (downward_files(p, pod, r, jget(s, "defaultMode"),
-					   o, e) < 0)
+			if (downward_files(p, pod, r, jget(s, "defaultMode"), o,
+					   e) < 0)
 				return -1;
 			continue;
 		}

@@ -197,8 +197,8 @@ int ctr_plan_mounts(const struct run_config *c, struct mount_op **ops,
 		o[k++] = (struct mount_op){.kind = MOP_MASK,
 					   .target = masked_paths[i],
 					   .optional = true};
-	for (size_t i = 0;
-	     !c->proc_unmasked && i < ARRAY_SIZE(readonly_paths); i++)
+	for (size_t i = 0; !c->proc_unmasked && i < ARRAY_SIZE(readonly_paths);
+	     i++)
 		o[k++] = (struct mount_op){.kind = MOP_RDONLY,
 					   .target = readonly_paths[i],
 					   .optional = true};

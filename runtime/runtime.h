@@ -72,11 +72,11 @@ struct run_config {
 	char **ambient_caps; /* subset of caps */
 	bool no_new_privs;
 	bool proc_unmasked; /* no masked or read-only /proc, /sys paths */
-	char *hostname;	   /* NULL: the host's name, copied into the new
-			      UTS namespace */
-	char *netns_path;  /* NULL: stay in the monitor's net namespace */
-	char *pid_ns_path; /* NULL: a new PID namespace */
-	char *ipc_ns_path; /* NULL: a new IPC namespace */
+	char *hostname;	    /* NULL: the host's name, copied into the new
+			       UTS namespace */
+	char *netns_path;   /* NULL: stay in the monitor's net namespace */
+	char *pid_ns_path;  /* NULL: a new PID namespace */
+	char *ipc_ns_path;  /* NULL: a new IPC namespace */
 	/* Namespaced sysctls written in the container's namespaces before
 	 * its root is set up (sysctl.h): net.* only with netns_path. */
 	char **sysctl_names, **sysctl_values;

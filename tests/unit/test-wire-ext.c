@@ -14,7 +14,7 @@ static int parse(const char *json, struct pod_spec *p, struct cerr *e)
 }
 
 #define POD(spec_extra, unit_extra)                                            \
-	"{\"spec\":{" spec_extra "\"units\":[{\"name\":\"a\",\"image\":"      \
+	"{\"spec\":{" spec_extra "\"units\":[{\"name\":\"a\",\"image\":"       \
 	"\"busybox\"" unit_extra "}]}}"
 
 static void test_absent(void)
@@ -85,8 +85,7 @@ static void refused(const char *json, const char *want)
 	struct pod_spec p;
 	struct cerr e = {0};
 
-	ok(parse(json, &p, &e) < 0 && e.code == EINVAL &&
-	       strstr(e.msg, want),
+	ok(parse(json, &p, &e) < 0 && e.code == EINVAL && strstr(e.msg, want),
 	   "refused: %s (%s)", want, e.msg);
 	pod_spec_free(&p);
 }
