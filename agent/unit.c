@@ -400,6 +400,7 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 		    crilog_link_name(s->o.containers_log_dir, s->spec.pod_name,
 				     u->name, rc->cgroup_path);
 	rc->grace_seconds = s->spec.termination_grace_s;
+	rc->tty = us->tty; /* an extension: Kip never sends tty */
 	/* The unit's own limits only: spec.resources is what Kip sized the
 	 * instance by (requests included), not a limit for any unit. */
 	rc->memory_limit = us->memory_limit;

@@ -94,7 +94,8 @@ struct run_config {
 	int64_t log_max_files; /* files kept, the current one included (2) */
 	char *log_link; /* NULL, or a symlink to log_path made at start */
 	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
-	bool tty;	       /* not supported yet: must be false */
+	bool tty; /* stdin, stdout, stderr on a terminal; attach input via the
+		   * stdin FIFO, output into the log as stdout */
 };
 
 /* Parse run.json. Pure: no system calls, so it is fuzzed. Every field is

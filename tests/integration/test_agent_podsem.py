@@ -258,3 +258,37 @@ def test_pull_policy_never(cell, registry):
         sh(ref, "u", "echo $MARK; exec sleep 1000", imagePullPolicy="Never"),
         sh(ref, "puller", "exec sleep 1000")], terminationGracePeriodSeconds=0))
     wait_state(c, "u", "running", timeout=60)
+
+
+# ---- tty units and attach ----
+
+def read_until(s, pred, timeout=15.0) -> bytes:
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not pred(out):
+        f = s.recv(max(0.1, deadline - time.monotonic()))
+        if f is None:
+            break
+        if f[0] == 1:
+            out += f[1]
+    return out
+
+
+def test_tty_unit_and_attach_it(cell, image):
+    """A unit with tty: its stdio is a terminal, and `attach -it` drives
+    the shell on it."""
+    a, c = cell()
+    u = sh(image, "t", "[ -t 0 ] && [ -t 1 ] && echo on-a-tty; exec /bin/sh -i",
+           tty=True, stdin=True)
+    c.update_pod(pod_params("ns_pod", units=[u], terminationGracePeriodSeconds=1))
+    wait_state(c, "t", "running")
+    deadline = time.monotonic() + 10
+    while b"on-a-tty" not in c.logs("t") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert b"on-a-tty" in c.logs("t")
+    s = c.attach("t", interactive=True, tty=True)
+    time.sleep(0.3)
+    s.send(0, "echo sum-$((40+2))\n")
+    got = read_until(s, lambda o: b"sum-42\r\n" in o)
+    s.close()
+    assert b"sum-42\r\n" in got, got  # the terminal's ONLCR: \r\n
