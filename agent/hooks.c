@@ -54,7 +54,9 @@ bool hook_pre_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 	u->pre_stop_pending = true;
 	u->stop_grace_s = grace;
 	u->stop_begin_ns = s->ops->now();
-	u->phase = PH_STOPPING;
+	/* Still running (as under the kubelet), and so recorded: an agent
+	 * restart during the hook finds it running, and a stop asked again
+	 * runs the hook again rather than leaving it unstopped. */
 	hook_run(s, u, PROBE_PRE_STOP, (int)grace);
 	return true;
 }
@@ -82,7 +84,7 @@ static void pre_stop_done(struct supervisor *s, struct unit_rec *u,
 	uint64_t spent = s->ops->now() - u->stop_begin_ns;
 	int64_t left = u->stop_grace_s - (int64_t)(spent / 1000000000u);
 
-	if (u->phase != PH_STOPPING || !u->pre_stop_pending)
+	if (u->phase != PH_RUNNING || !u->pre_stop_pending)
 		return;
 	if (j->result != PROBE_SUCCESS)
 		log_warn("unit %s: preStop hook failed: %s", u->name, j->why);

@@ -851,8 +851,8 @@ void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 {
 	unit_pull_cancel(s, u);
-	if (u->phase != PH_RUNNING)
-		return;
+	if (u->phase != PH_RUNNING || u->pre_stop_pending)
+		return; /* a preStop under way: its end sends the signal */
 	if (hook_pre_stop(s, u, grace))
 		return; /* the signal follows the hook (hook_done) */
 	unit_send_stop(s, u, grace);

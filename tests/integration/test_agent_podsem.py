@@ -164,18 +164,24 @@ def test_pre_stop_runs_before_the_signal(cell, image, pre, want):
 
 
 def test_http_get_post_start_hook(cell, image):
-    """An httpGet hook reaches the unit's own server (busybox httpd logs
-    the request)."""
+    """An httpGet hook reaches a server (busybox httpd, which logs the
+    request); the server runs in a unit of its own that is ready first, as
+    the hook runs right after the start and is not retried."""
     import random
     port = random.randrange(20000, 60000)
     a, c = cell()
-    main = (f"mkdir -p /www; echo ok > /www/hook.html; "
-            f"exec httpd -f -vv -p 127.0.0.1:{port} -h /www")
+    srv = sh(image, "srv", f"mkdir -p /www; echo ok > /www/hook.html; "
+                           f"exec httpd -f -vv -p 127.0.0.1:{port} -h /www",
+             readinessProbe={"tcpSocket": {"port": port, "host": "127.0.0.1"},
+                             "periodSeconds": 1})
+    spec = {"terminationGracePeriodSeconds": 1}
+    c.update_pod(pod_params("ns_pod", units=[srv], **spec))
+    c.wait_status(lambda s: units_by_name(s).get("srv", {}).get("ready"))
     hook = {"httpGet": {"path": "/hook.html", "port": port, "host": "127.0.0.1"}}
-    c.update_pod(pod_params("ns_pod", units=[sh(image, "u", main, **hooks(post=hook))],
-                            terminationGracePeriodSeconds=1))
+    u = sh(image, "u", "exec sleep 1000", **hooks(post=hook))
+    c.update_pod(pod_params("ns_pod", units=[srv, u], **spec))
     c.wait_status(lambda s: units_by_name(s).get("u", {}).get("ready"))
-    assert "/hook.html" in wait_log(c, "u", "/hook.html")
+    assert "/hook.html" in wait_log(c, "srv", "/hook.html")
 
 
 # ---- fsGroup ----
