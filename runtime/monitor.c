@@ -119,7 +119,7 @@ struct monitor {
 	/* A tty unit: out_fd is the terminal's master; what an attach
 	 * writes into the stdin FIFO (tty_in) goes to tty_master. */
 	int tty_in, tty_master;
-	int exit_slot;	    /* EXIT_SLOT, reserved at start; -1 once used */
+	int exit_slot; /* EXIT_SLOT, reserved at start; -1 once used */
 	pid_t init;
 	uint64_t init_start;
 	bool init_done, stopping;
@@ -635,11 +635,12 @@ static void on_tty_input(struct monitor *m)
 static void loop(struct monitor *m)
 {
 	for (;;) {
-		struct pollfd p[] = {{m->sigfd, POLLIN, 0},
-				     {m->timerfd, POLLIN, 0},
-				     {m->out_fd, POLLIN, 0},
-				     {m->err_fd, POLLIN, 0},
-				     {m->init_done ? -1 : m->tty_in, POLLIN, 0}};
+		struct pollfd p[] = {
+		    {m->sigfd, POLLIN, 0},
+		    {m->timerfd, POLLIN, 0},
+		    {m->out_fd, POLLIN, 0},
+		    {m->err_fd, POLLIN, 0},
+		    {m->init_done ? -1 : m->tty_in, POLLIN, 0}};
 		int timeout = -1;
 
 		if (m->init_done) {
