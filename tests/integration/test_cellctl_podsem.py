@@ -67,6 +67,21 @@ def security_context(image):  # pods/security/security-context.yaml
             securityContext={"allowPrivilegeEscalation": False})]}}
 
 
+def security_context_2(image):  # pods/security/security-context-2.yaml
+    return {"metadata": {"name": "security-context-demo-2"}, "spec": {
+        "securityContext": {"runAsUser": 1000},
+        "containers": [sh_container(
+            "sec-ctx-demo-2", image, "exec sleep 1000",
+            securityContext={"runAsUser": 2000, "allowPrivilegeEscalation": False})]}}
+
+
+def security_context_4(image):  # pods/security/security-context-4.yaml
+    return {"metadata": {"name": "security-context-demo-4"}, "spec": {
+        "containers": [sh_container(
+            "sec-ctx-4", image, "exec sleep 1000",
+            securityContext={"capabilities": {"add": ["NET_ADMIN", "SYS_TIME"]}})]}}
+
+
 def dapi_volume(image):  # pods/inject/dapi-volume.yaml
     return {"metadata": {"name": "kubernetes-downwardapi-volume-example",
                          "labels": {"zone": "us-est-coast", "cluster": "test-cluster1",
@@ -130,7 +145,8 @@ def dapi_envars_pod(image):  # pods/inject/dapi-envars-pod.yaml
                      var("MY_POD_SERVICE_ACCOUNT", "spec.serviceAccountName")])]}}
 
 
-ALL = [lifecycle_events, security_context, dapi_volume, dapi_volume_resources,
+ALL = [lifecycle_events, security_context, security_context_2, security_context_4,
+       dapi_volume, dapi_volume_resources,
        dapi_envars_container, dapi_envars_pod]
 EXTENSION_KEYS = {"lifecycle", "imagePullPolicy", "fsGroup", "fsGroupChangePolicy",
                   "activeDeadlineSeconds", "runAsNonRoot", "stdin", "tty", "downwardAPI"}
@@ -231,6 +247,22 @@ def test_example_security_context(cell, image, tmp_path):
                       "echo hello > testfile; stat -c '%U %g' testfile; "
                       "grep NoNewPrivs /proc/self/status | tr -dc 0-9")
     assert out.split("\n") == ["1000", "3000", "2777 2000", "UNKNOWN 2000", "1"], out
+
+
+def test_example_security_context_2(cell, image, tmp_path):
+    """The container's runAsUser wins over the pod's; no_new_privs."""
+    c = cell()
+    run_pod(c, tmp_path, security_context_2(image))
+    assert exec_out(c, "ps -o user,comm | grep sleep | tr -s ' ' | cut -d' ' -f1; "
+                       "grep NoNewPrivs /proc/1/status | tr -dc 0-9") == "2000\n1"
+
+
+def test_example_security_context_4(cell, image, tmp_path):
+    """CAP_NET_ADMIN (12) and CAP_SYS_TIME (25) added to the default set."""
+    c = cell()
+    run_pod(c, tmp_path, security_context_4(image))
+    eff = int(exec_out(c, "grep CapEff /proc/1/status | cut -f2").strip(), 16)
+    assert eff & (1 << 12) and eff & (1 << 25), hex(eff)
 
 
 def test_example_dapi_volume(cell, image, tmp_path):
