@@ -32,7 +32,8 @@
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
 enum ns_mode { NS_POD = 0, NS_CONTAINER = 1, NS_NODE = 2 };
-enum probe_kind { PROBE_NONE, PROBE_EXEC, PROBE_HTTP, PROBE_TCP };
+/* PROBE_SLEEP: a lifecycle hook's sleep{seconds} only. */
+enum probe_kind { PROBE_NONE, PROBE_EXEC, PROBE_HTTP, PROBE_TCP, PROBE_SLEEP };
 
 struct kv {
 	char *name;
@@ -72,6 +73,7 @@ struct probe {
 	/* Kubernetes defaults applied where the wire says 0. */
 	int initial_delay_s, timeout_s, period_s, success_threshold,
 	    failure_threshold;
+	int64_t sleep_s; /* PROBE_SLEEP */
 };
 
 /* A Kubernetes seccompProfile (a wire extension: Kip does not send it):
@@ -81,6 +83,10 @@ struct probe {
 struct seccomp_ref {
 	char *type, *localhost;
 };
+enum tri { TRI_UNSET, TRI_FALSE, TRI_TRUE }; /* a Go *bool */
+/* PULL_DEFAULT: none given (Kip): the cache's rule, IfNotPresent but
+ * Always for "latest". */
+enum pull_policy { PULL_DEFAULT, PULL_IF_NOT_PRESENT, PULL_ALWAYS, PULL_NEVER };
 
 struct unit_spec {
 	char *name;
@@ -106,6 +112,18 @@ struct unit_spec {
 	struct probe liveness, readiness, startup;
 	char *termination_message_path;	  /* default /dev/termination-log */
 	char *termination_message_policy; /* "File" | "FallbackToLogsOnError" */
+	/* Extensions (docs/agent-wire.md): absent in what Kip sends, and their
+	 * zero values are Kip's behaviour. */
+	/* lifecycle hooks: exec and httpGet run as a probe attempt does,
+	 * PROBE_SLEEP waits; PROBE_NONE when there is none. */
+	struct probe post_start, pre_stop;
+	bool read_only_root;
+	enum tri run_as_non_root; /* unset: the pod's */
+	enum tri allow_priv_esc;
+	bool privileged;
+	bool proc_unmasked; /* procMount "Unmasked" */
+	enum pull_policy pull_policy;
+	bool stdin_open, stdin_once;
 	/* A canonical serialization of every field: two units are "the same"
 	 * exactly when these are equal (a change restarts the unit). */
 	char *fingerprint;
@@ -152,6 +170,11 @@ struct pod_spec {
 	size_t n_sysctls;
 	char *hostname, *subdomain;
 	int64_t termination_grace_s; /* default 30 */
+	/* Extensions (docs/agent-wire.md); Kip sends none of them (fs_group
+	 * above is one too). */
+	bool fs_group_on_root_mismatch; /* fsGroupChangePolicy */
+	bool run_as_non_root;
+	int64_t active_deadline_s; /* 0 = none */
 	/* spec.resources.memory, bytes (0 none): what Kip sized the instance
 	 * by (the sum of the units' limits, else requests). Never a unit's
 	 * limit. */

@@ -775,6 +775,22 @@ static enum probe_result probe_tcp(const struct probe *p,
 	return PROBE_FAILURE;
 }
 
+/* A lifecycle hook's sleep: its seconds, cut at the hook's timeout (a
+ * preStop's grace period). */
+static enum probe_result hook_sleep(const struct probe *p)
+{
+	int64_t s = p->sleep_s;
+	struct timespec ts;
+
+	if (p->timeout_s > 0 && s > p->timeout_s)
+		s = p->timeout_s;
+	ts.tv_sec = (time_t)s;
+	ts.tv_nsec = 0;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	return PROBE_SUCCESS;
+}
+
 enum probe_result probe_once(const struct probe *p, const struct probe_ctx *c,
 			     char *why, size_t whysz)
 {
@@ -787,6 +803,8 @@ enum probe_result probe_once(const struct probe *p, const struct probe_ctx *c,
 		return probe_http(p, c, why, whysz);
 	case PROBE_TCP:
 		return probe_tcp(p, c, why, whysz);
+	case PROBE_SLEEP:
+		return hook_sleep(p);
 	case PROBE_NONE:
 		break;
 	}
@@ -894,9 +912,11 @@ static void fold(struct unit_probes *s, struct probe_state *ps,
 
 const struct probe *probe_of(const struct unit_spec *u, enum probe_which w)
 {
-	return w == PROBE_STARTUP    ? &u->startup
-	       : w == PROBE_LIVENESS ? &u->liveness
-				     : &u->readiness;
+	return w == PROBE_STARTUP      ? &u->startup
+	       : w == PROBE_LIVENESS   ? &u->liveness
+	       : w == PROBE_POST_START ? &u->post_start
+	       : w == PROBE_PRE_STOP   ? &u->pre_stop
+				       : &u->readiness;
 }
 
 size_t probes_take_due(struct unit_probes *s, const struct unit_spec *u,
@@ -970,6 +990,9 @@ void probes_result(struct unit_probes *s, const struct unit_spec *u,
 	case PROBE_READINESS:
 		fold(s, &s->readiness, &u->readiness, "Readiness", r, why);
 		break;
+	case PROBE_POST_START:
+	case PROBE_PRE_STOP:
+		break; /* hooks.c's */
 	}
 }
 

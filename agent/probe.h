@@ -67,7 +67,15 @@ struct probe_state {
 	bool in_flight;		 /* an attempt runs; its result is to come */
 };
 
-enum probe_which { PROBE_STARTUP, PROBE_LIVENESS, PROBE_READINESS };
+/* PROBE_POST_START and PROBE_PRE_STOP: a lifecycle hook's one attempt,
+ * run like a probe's (hooks.c), never part of a unit's probes. */
+enum probe_which {
+	PROBE_STARTUP,
+	PROBE_LIVENESS,
+	PROBE_READINESS,
+	PROBE_POST_START,
+	PROBE_PRE_STOP
+};
 
 struct unit_probes {
 	uint64_t started_at_ns; /* when the run started (initial delays) */

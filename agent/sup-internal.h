@@ -40,6 +40,13 @@ struct unit_rec {
 	struct unit_state state, last_state;
 	char *dir;	/* <state>/units/<name>, units/init.<name> for init */
 	char **devices; /* the CDI devices of its current run, or NULL */
+	/* Lifecycle hooks of the current run (hooks.c). */
+	bool post_start_pending; /* not started nor ready until it ends */
+	bool pre_stop_pending;	 /* the stop signal waits for it */
+	int64_t stop_grace_s;
+	uint64_t stop_begin_ns;
+	const char *kill_reason; /* the terminated reason, or NULL */
+	char kill_message[200];
 };
 
 /* podnet.c: the pod's network namespace (netsetup/). */
@@ -119,6 +126,8 @@ struct supervisor {
 	bool pod_failed;
 	bool pod_restarting;  /* initUnits changed: stop all, then start over */
 	bool pod_cgroup_live; /* a unit ran since the pod's cgroups last went */
+	uint64_t pod_seen_ns; /* activeDeadlineSeconds counts from here */
+	bool deadline_hit;
 	struct stats_state stats;
 	struct podnet net;
 	struct netagent na;
@@ -147,6 +156,26 @@ void unit_probe(struct supervisor *s, struct unit_rec *u);
 /* One probe attempt's result for u (dropped when its run is over). */
 void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 		     const struct probe_job *j);
+
+/* hooks.c: lifecycle hooks on the probe runner's threads */
+/* Right after a run started: start its postStart hook (true when there is
+ * one; the unit is then neither started nor ready until it ends). */
+bool hook_post_start(struct supervisor *s, struct unit_rec *u);
+/* Before the stop signal: start the preStop hook with the grace period
+ * as its bound (true when there is one: the signal waits for it). */
+bool hook_pre_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
+/* A hook attempt's result: postStart success lets probes begin, failure
+ * kills the unit (FailedPostStartHook); preStop's end sends the signal
+ * with what is left of the grace (2 s at least, as the kubelet). */
+void hook_done(struct supervisor *s, struct unit_rec *u,
+	       const struct probe_job *j);
+/* unit.c, for hooks.c */
+void unit_probes_restart(struct supervisor *s, struct unit_rec *u);
+void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
+
+/* deadline.c: past spec.activeDeadlineSeconds, stop every unit with the
+ * reason DeadlineExceeded and fail the pod (once per tick). */
+void deadline_tick(struct supervisor *s);
 
 /* sweep.c */
 /* After restore: remove unit directories, runs, mounts and cgroups no

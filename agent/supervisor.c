@@ -405,6 +405,7 @@ static void reconcile(struct supervisor *s)
 	netagent_tick(s);
 	sweep_pod_cgroup(s);
 	podns_tick(s);
+	deadline_tick(s);
 	/* A plan that changed the records (dropped some, started the pod
 	 * over) is made again; twice is the most a tick needs. */
 	for (int round = 0; round < 4; round++) {

@@ -23,6 +23,8 @@
 #include "metrics.h"
 #include "podrun.h"
 #include "imagecache.h"
+#include "podsec.h"
+#include "fsgroup.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "seccomp-policy.h"
@@ -112,6 +114,19 @@ static bool flat_rootfs(const struct pod_spec *pod)
 
 /* Start cell-pull for the unit's image; the supervisor's loop watches it
  * (unit_pull_event). Credentials go in on its stdin. */
+/* imagePullPolicy Always: cell-pull itself, which resolves the tag in the
+ * registry, not its cache front (cell-pull-cached serves a cached tag
+ * without asking). NULL when the puller is not the front. */
+static char *registry_puller(const char *bin)
+{
+	const char *slash = strrchr(bin, '/');
+	const char *base = slash ? slash + 1 : bin;
+
+	if (strcmp(base, "cell-pull-cached"))
+		return NULL;
+	return xasprintf("%.*scell-pull", (int)(base - bin), bin);
+}
+
 static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 		      struct cerr *e)
 {
@@ -126,8 +141,11 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	char keep_free[24];
 	int credfd = -1, rc;
 	struct epoll_event ev = {.events = EPOLLIN};
+	cleanup_free char *always_bin = registry_puller(s->o.pull_bin);
 
-	argv[n++] = s->o.pull_bin;
+	argv[n++] = u->spec->pull_policy == PULL_ALWAYS && always_bin
+			? always_bin
+			: s->o.pull_bin;
 	argv[n++] = "--image";
 	argv[n++] = u->spec->image;
 	argv[n++] = "--workdir";
@@ -247,6 +265,32 @@ static void add_bind(struct run_config *rc, char *src, const char *dst, bool ro)
 	m->flags = MS_BIND | MS_REC | (ro ? MS_RDONLY : 0);
 }
 
+/* The pod's fsGroup on each volume this unit mounts (not hostPath: the
+ * kubelet leaves those alone), at every start as the kubelet does at each
+ * mount; packages may have been deployed since the last. */
+static int fsgroup_volumes(const struct pod_spec *pod,
+			   const struct unit_spec *us, char *const *sources,
+			   struct cerr *e)
+{
+	if (!pod->has_fs_group || !sources)
+		return 0;
+	for (size_t i = 0; i < pod->n_volumes; i++) {
+		const struct volume *v = &pod->volumes[i];
+		bool used = false;
+
+		for (size_t k = 0; k < us->n_mounts; k++)
+			used = used || !strcmp(us->mounts[k].name, v->name);
+		if (!used || v->kind == VOL_HOST_PATH ||
+		    v->kind == VOL_UNKNOWN || !sources[i] || !*sources[i])
+			continue;
+		if (fsgroup_apply(sources[i], (gid_t)pod->fs_group,
+				  pod->fs_group_on_root_mismatch,
+				  v->kind != VOL_EMPTY_DIR, e) < 0)
+			return cerr_prefix(e, "volume %s", v->name);
+	}
+	return 0;
+}
+
 static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 		      struct run_config *rc, struct cerr *e)
 {
@@ -262,7 +306,8 @@ static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 		return -1;
 	if (tfile)
 		add_bind(rc, tfile, "/dev/shm", false);
-	if (vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
+	if (fsgroup_volumes(&s->spec, u->spec, s->vol_sources, e) < 0 ||
+	    vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
 		return -1;
 	for (size_t i = 0; i < m.n; i++) {
 		add_bind(rc, m.v[i].source, m.v[i].target, m.v[i].read_only);
@@ -383,6 +428,8 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	who.groups = NULL;
 	podrun_user_free(&who);
 	rc->no_new_privs = rc->uid != 0;
+	if (podsec_apply(us, &s->spec, rc, e) < 0)
+		return -1;
 	if (seccomp_policy_for(&us->seccomp, &s->spec.seccomp, rc->caps,
 			       &rc->seccomp_bpf, &rc->seccomp_len, e) < 0)
 		return -1;
@@ -409,6 +456,7 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 			return -1;
 		rc->stop_signal = sig;
 	}
+	rc->tty = us->tty; /* an extension: Kip never sends tty */
 	/* The unit's own limits only: spec.resources is what Kip sized the
 	 * instance by (requests included), not a limit for any unit. */
 	rc->memory_limit = us->memory_limit;
@@ -448,12 +496,13 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
 /* Probes count from now: a unit that starts running, and one re-adopted
  * after an agent restart, waits out its initial delays again (as after a
  * kubelet restart) and is ready only once its readiness probe says so. */
-static void probes_restart(struct supervisor *s, struct unit_rec *u)
+void unit_probes_restart(struct supervisor *s, struct unit_rec *u)
 {
 	struct probe_outcome out;
 
 	if (!u->spec)
 		return;
+	u->post_start_pending = false;
 	probes_init(&u->probes, u->spec, s->ops->now());
 	probes_outcome(&u->probes, u->spec, &out);
 	u->started = out.started;
@@ -469,7 +518,7 @@ static void set_running(struct supervisor *s, struct unit_rec *u,
 	u->phase = PH_RUNNING;
 	u->started = 1;
 	u->ready = true;
-	probes_restart(s, u);
+	unit_probes_restart(s, u);
 }
 
 /* Start the unit's due probes on the runner's threads; their results
@@ -481,7 +530,7 @@ void unit_probe(struct supervisor *s, struct unit_rec *u)
 	enum probe_which w[3];
 	size_t n;
 
-	if (u->phase != PH_RUNNING || !u->spec)
+	if (u->phase != PH_RUNNING || !u->spec || u->post_start_pending)
 		return;
 	n = probes_take_due(&u->probes, u->spec, s->ops->now(), w);
 	if (!n)
@@ -505,6 +554,10 @@ void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 {
 	struct probe_outcome out;
 
+	if (j->which == PROBE_POST_START || j->which == PROBE_PRE_STOP) {
+		hook_done(s, u, j);
+		return;
+	}
 	/* A record made again (a pod restart) counts runs from 1 again:
 	 * the token tells this run from an older one with the same number. */
 	if (u->phase != PH_RUNNING || !u->spec || j->seq != u->seq ||
@@ -531,6 +584,8 @@ static int watch_run(struct supervisor *s, struct unit_rec *u, const char *run,
 	pidfd = runtime_pidfd(&st, e);
 	set_running(s, u, st.started_at_ns ? st.started_at_ns : wall_ns());
 	runtime_state_free(&st);
+	u->kill_reason = NULL;
+	hook_post_start(s, u);
 	if (pidfd < 0) /* it already ended: the exit is processed now */
 		return 1;
 	unit_watch(s, u, pidfd);
@@ -643,8 +698,10 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 				     .no_wait = true};
 	struct cerr e = {0}, ignore = {0};
 
-	if (flat_rootfs(&s->spec))
-		return false;
+	if (flat_rootfs(&s->spec) || u->spec->pull_policy == PULL_ALWAYS)
+		return false; /* Always: the puller resolves the tag again */
+	o.any_tag = u->spec->pull_policy == PULL_IF_NOT_PRESENT ||
+		    u->spec->pull_policy == PULL_NEVER;
 	switch (s->ops->pull_cached(&o, &e)) {
 	case 1:
 		metrics_cache_hit(u->spec->image, "local");
@@ -656,6 +713,25 @@ static bool from_cache(struct supervisor *s, struct unit_rec *u,
 		break;
 	}
 	return false;
+}
+
+/* imagePullPolicy Never and the image is not in the cache: the kubelet's
+ * ErrImageNeverPull, waiting (not a startFailure) and tried again after a
+ * back-off, as for any image trouble. */
+static void never_pull(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *why = xasprintf(
+	    "ErrImageNeverPull: Container image \"%s\" is not present with "
+	    "pull policy of Never",
+	    u->spec->image);
+	struct cerr ignore = {0};
+
+	log_warn("unit %s: %s", u->name, why);
+	set_waiting(u, why, false);
+	u->not_before_ns =
+	    s->ops->now() + plan_backoff_ns(++u->backoff_n, backoff_unit_ns());
+	unit_drop_run(u, u->seq + 1);
+	record_save(u, &ignore);
 }
 
 /* The next run begins with its image: mounted from the cache at once, or
@@ -675,6 +751,10 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 	if (from_cache(s, u, run)) {
 		start_pulled(s, u, run);
 		return 0;
+	}
+	if (u->spec->pull_policy == PULL_NEVER) {
+		never_pull(s, u);
+		return -1;
 	}
 	if (pull_start(s, u, run, &e) < 0) {
 		start_failed(s, u, false, &e);
@@ -782,6 +862,14 @@ static void set_terminated(struct unit_rec *u, const char *run,
 	u->state.message = st->message
 			       ? xstrdup(st->message)
 			       : termination_message(u, run, st->exit_code);
+	if (u->kill_reason) { /* the agent killed it, and says why */
+		free(u->state.reason);
+		free(u->state.message);
+		u->state.reason = xstrdup(u->kill_reason);
+		u->state.message = xstrdup(u->kill_message);
+		u->kill_reason = NULL;
+	}
+	u->pre_stop_pending = false;
 	u->state.started_at_ns = st->started_at_ns;
 	u->state.finished_at_ns =
 	    st->finished_at_ns ? st->finished_at_ns : wall_ns();
@@ -854,17 +942,24 @@ void unit_exited(struct supervisor *s, struct unit_rec *u)
 	record_save(u, &e);
 }
 
-void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
+void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq);
 	struct cerr e = {0};
 
-	unit_pull_cancel(s, u);
-	if (u->phase != PH_RUNNING)
-		return;
 	if (s->ops->runtime_stop(run, (int)grace, &e) < 0)
 		log_warn("stop %s: %s", u->name, e.msg);
 	u->phase = PH_STOPPING;
+}
+
+void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
+{
+	unit_pull_cancel(s, u);
+	if (u->phase != PH_RUNNING || u->pre_stop_pending)
+		return; /* a preStop under way: its end sends the signal */
+	if (hook_pre_stop(s, u, grace))
+		return; /* the signal follows the hook (hook_done) */
+	unit_send_stop(s, u, grace);
 }
 
 /* After an agent restart: find the unit's current run where the monitor
@@ -895,7 +990,7 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 			 u->seq, (int)st.monitor_pid);
 		unit_watch(s, u, pidfd);
 		if (u->phase == PH_RUNNING)
-			probes_restart(s, u);
+			unit_probes_restart(s, u);
 		runtime_state_free(&st);
 		return;
 	}

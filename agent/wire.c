@@ -814,6 +814,59 @@ static int parse_seccomp_ref(const json_t *sc, const char *at,
 	return 0;
 }
 
+/* A Go *bool: TRI_UNSET when absent or null. */
+static int get_tri(const json_t *o, const char *at, const char *key,
+		   enum tri *out, struct cerr *e)
+{
+	bool b = false;
+
+	if (!field(o, key))
+		return 0;
+	if (get_bool(o, at, key, &b, e) < 0)
+		return -1;
+	*out = b ? TRI_TRUE : TRI_FALSE;
+	return 0;
+}
+
+/* Kip's api.SecurityContext has these fields without JSON tags, so Go
+ * spells them with capitals (and Kip's converter sends them as null); the
+ * Kubernetes spelling is read when the Go one is absent. */
+static const char *go_or_k8s(const json_t *o, const char *go, const char *k8s)
+{
+	return field(o, go) ? go : k8s;
+}
+
+/* Extensions of a unit's securityContext (docs/agent-wire.md). */
+static int parse_unit_security_ext(const json_t *sc, const char *p,
+				   struct unit_spec *out, struct cerr *e)
+{
+	cleanup_free char *pm = NULL;
+	const char *k;
+	enum tri ro = TRI_UNSET, priv = TRI_UNSET;
+
+	if (get_tri(sc, p,
+		    go_or_k8s(sc, "ReadOnlyRootFilesystem",
+			      "readOnlyRootFilesystem"),
+		    &ro, e) < 0 ||
+	    get_tri(sc, p, go_or_k8s(sc, "RunAsNonRoot", "runAsNonRoot"),
+		    &out->run_as_non_root, e) < 0 ||
+	    get_tri(sc, p,
+		    go_or_k8s(sc, "AllowPrivilegeEscalation",
+			      "allowPrivilegeEscalation"),
+		    &out->allow_priv_esc, e) < 0 ||
+	    get_tri(sc, p, go_or_k8s(sc, "Privileged", "privileged"), &priv,
+		    e) < 0 ||
+	    get_str(sc, p, k = go_or_k8s(sc, "ProcMount", "procMount"), &pm,
+		    e) < 0)
+		return -1;
+	out->read_only_root = ro == TRI_TRUE;
+	out->privileged = priv == TRI_TRUE;
+	if (pm && *pm && strcmp(pm, "Default") && strcmp(pm, "Unmasked"))
+		return badf(e, p, k, "\"%s\" is not Default or Unmasked", pm);
+	out->proc_unmasked = pm && !strcmp(pm, "Unmasked");
+	return 0;
+}
+
 static int parse_unit_security(const json_t *u, const char *at,
 			       struct unit_spec *out, struct cerr *e)
 {
@@ -829,6 +882,7 @@ static int parse_unit_security(const json_t *u, const char *at,
 	    get_int(sc, p, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
 		    &out->has_run_as_group, e) < 0 ||
 	    parse_seccomp_ref(sc, p, &out->seccomp, e) < 0 ||
+	    parse_unit_security_ext(sc, p, out, e) < 0 ||
 	    get_obj(sc, p, "capabilities", &caps, e) < 0)
 		return -1;
 	if (!caps)
@@ -979,6 +1033,80 @@ static int parse_probe(const json_t *u, const char *at, const char *key,
 	return 0;
 }
 
+/* One lifecycle hook: sleep{seconds}, or a probe's handler (exec,
+ * httpGet, tcpSocket), without the probe's timings. */
+static int parse_hook(const json_t *lc, const char *at, const char *go,
+		      const char *k8s, const struct unit_spec *unit,
+		      struct probe *h, struct cerr *e)
+{
+	const char *key = go_or_k8s(lc, go, k8s);
+	json_t *o, *sl;
+	char p[AT_MAX], q[AT_MAX];
+	int r;
+
+	if ((r = get_obj(lc, at, key, &o, e)) <= 0)
+		return r;
+	child(p, at, key, -1);
+	if (get_obj(o, p, "sleep", &sl, e) < 0)
+		return -1;
+	if (sl) {
+		child(q, p, "sleep", -1);
+		h->kind = PROBE_SLEEP;
+		return get_int(sl, q, "seconds", 0, INT32_MAX, &h->sleep_s,
+			       NULL, e);
+	}
+	if (parse_probe_handler(o, p, unit, h, e) < 0)
+		return -1;
+	if (h->kind == PROBE_TCP) {
+		/* The kubelet accepts it and runs nothing (deprecated). */
+		warnf("%s: tcpSocket hooks do nothing", p);
+		probe_free(h);
+		memset(h, 0, sizeof(*h));
+	}
+	return 0;
+}
+
+/* lifecycle{postStart, preStop}: an extension (Kip's api.Lifecycle has
+ * no JSON tags, so "PostStart"/"PreStop" are read first). */
+static int parse_lifecycle(const json_t *u, const char *at,
+			   struct unit_spec *out, struct cerr *e)
+{
+	json_t *lc;
+	char p[AT_MAX];
+	int r;
+
+	if ((r = get_obj(u, at, "lifecycle", &lc, e)) <= 0)
+		return r;
+	child(p, at, "lifecycle", -1);
+	if (parse_hook(lc, p, "PostStart", "postStart", out, &out->post_start,
+		       e) < 0 ||
+	    parse_hook(lc, p, "PreStop", "preStop", out, &out->pre_stop, e) < 0)
+		return -1;
+	return 0;
+}
+
+static int parse_pull_policy(const json_t *u, const char *at,
+			     struct unit_spec *out, struct cerr *e)
+{
+	static const char *const names[] = {
+	    [PULL_DEFAULT] = "",
+	    [PULL_IF_NOT_PRESENT] = "IfNotPresent",
+	    [PULL_ALWAYS] = "Always",
+	    [PULL_NEVER] = "Never",
+	};
+	cleanup_free char *s = NULL;
+
+	if (get_str_def(u, at, "imagePullPolicy", "", &s, e) < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(s, names[i])) {
+			out->pull_policy = (enum pull_policy)i;
+			return 0;
+		}
+	return badf(e, at, "imagePullPolicy",
+		    "\"%s\" is not Always, Never or IfNotPresent", s);
+}
+
 /* ---- a unit ---- */
 
 /* One limit of a ResourceList: a quantity string (what Go's Quantity
@@ -1116,6 +1244,9 @@ static int parse_unit_fields(const json_t *u, const char *at,
 	    get_strv(u, at, "args", &out->args, e) < 0 ||
 	    get_str(u, at, "workingDir", &out->working_dir, e) < 0 ||
 	    get_bool(u, at, "tty", &out->tty, e) < 0 ||
+	    get_bool(u, at, "stdin", &out->stdin_open, e) < 0 ||
+	    get_bool(u, at, "stdinOnce", &out->stdin_once, e) < 0 ||
+	    parse_pull_policy(u, at, out, e) < 0 ||
 	    parse_unit_resources(u, at, out, e) < 0 ||
 	    parse_list(u, at, "env", WIRE_MAX_ENV, sizeof(struct env_var),
 		       (void **)&out->env, &out->n_env, env_fn, NULL, e) < 0 ||
@@ -1130,7 +1261,8 @@ static int parse_unit_fields(const json_t *u, const char *at,
 	/* Probes last: a named probe port refers to the ports above. */
 	if (parse_probe(u, at, "livenessProbe", out, &out->liveness, e) < 0 ||
 	    parse_probe(u, at, "readinessProbe", out, &out->readiness, e) < 0 ||
-	    parse_probe(u, at, "startupProbe", out, &out->startup, e) < 0)
+	    parse_probe(u, at, "startupProbe", out, &out->startup, e) < 0 ||
+	    parse_lifecycle(u, at, out, e) < 0)
 		return -1;
 	return 0;
 }
@@ -1185,6 +1317,27 @@ static int check_unit_names(const struct pod_spec *p, struct cerr *e)
 
 /* ---- the pod ---- */
 
+/* Extensions: fsGroup, fsGroupChangePolicy, runAsNonRoot (tagged in Kip's
+ * api.PodSecurityContext, but its converter never fills them). */
+static int parse_pod_security_ext(const json_t *sc, struct pod_spec *out,
+				  struct cerr *e)
+{
+	static const char at[] = "spec.securityContext";
+	cleanup_free char *pol = NULL;
+
+	if (get_int(sc, at, "fsGroup", 0, UID_MAX_WIRE, &out->fs_group,
+		    &out->has_fs_group, e) < 0 ||
+	    get_str(sc, at, "fsGroupChangePolicy", &pol, e) < 0 ||
+	    get_bool(sc, at, "runAsNonRoot", &out->run_as_non_root, e) < 0)
+		return -1;
+	if (pol && *pol && strcmp(pol, "Always") &&
+	    strcmp(pol, "OnRootMismatch"))
+		return badf(e, at, "fsGroupChangePolicy",
+			    "\"%s\" is not Always or OnRootMismatch", pol);
+	out->fs_group_on_root_mismatch = pol && !strcmp(pol, "OnRootMismatch");
+	return 0;
+}
+
 static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 			      struct cerr *e)
 {
@@ -1206,13 +1359,12 @@ static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 		    &out->has_run_as_user, e) < 0 ||
 	    get_int(sc, at, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
 		    &out->has_run_as_group, e) < 0 ||
-	    get_int(sc, at, "fsGroup", 0, UID_MAX_WIRE, &out->fs_group,
-		    &out->has_fs_group, e) < 0 ||
 	    get_arr(sc, at, "supplementalGroups", WIRE_MAX_LIST, &groups, e) <
 		0 ||
 	    parse_list(sc, at, "sysctls", WIRE_MAX_LIST, sizeof(struct kv),
 		       (void **)&out->sysctls, &out->n_sysctls, kv_fn,
-		       &kv_value_default, e) < 0)
+		       &kv_value_default, e) < 0 ||
+	    parse_pod_security_ext(sc, out, e) < 0)
 		return -1;
 	for (size_t i = 0; nso && i < ARRAY_SIZE(ns_keys); i++) {
 		int64_t m = 0;
@@ -1339,6 +1491,8 @@ static int parse_spec(const json_t *root, struct pod_spec *out, struct cerr *e)
 	    get_str(spec, "spec", "subdomain", &out->subdomain, e) < 0 ||
 	    get_int(spec, "spec", "terminationGracePeriodSeconds", 0, INT32_MAX,
 		    &out->termination_grace_s, &has_grace, e) < 0 ||
+	    get_int(spec, "spec", "activeDeadlineSeconds", 0, INT32_MAX,
+		    &out->active_deadline_s, NULL, e) < 0 ||
 	    parse_pod_security(spec, out, e) < 0 ||
 	    parse_dns(spec, out, e) < 0 || parse_resources(spec, out, e) < 0)
 		return -1;
@@ -1442,6 +1596,8 @@ static void unit_free(struct unit_spec *u)
 	probe_free(&u->liveness);
 	probe_free(&u->readiness);
 	probe_free(&u->startup);
+	probe_free(&u->post_start);
+	probe_free(&u->pre_stop);
 	free(u->termination_message_path);
 	free(u->termination_message_policy);
 	free(u->fingerprint);

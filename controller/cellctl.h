@@ -137,6 +137,9 @@ struct convert_opts {
 	const char *host_resolv;    /* the "host" resolv.conf text */
 	const struct inst_table *instances;
 	const char *default_instance_type;
+	/* Exactly what Kip sends (convert --kip): none of the extensions of
+	 * docs/agent-wire.md, env and volumes only as Kip resolves them. */
+	bool kip;
 };
 struct pkg_file {
 	char *path;

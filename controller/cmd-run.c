@@ -53,7 +53,10 @@ static const char run_usage[] =
     "  --default-instance-type T (t3.nano)\n"
     "  -o json|yaml              convert's output format (json)\n"
     "  --packages DIR            convert: also write each deploy package\n"
-    "                            as DIR/<name>.tar.gz\n";
+    "                            as DIR/<name>.tar.gz\n"
+    "  --kip                     exactly what Kip sends: none of the\n"
+    "                            extensions (lifecycle, fsGroup, downward\n"
+    "                            API volumes, …; docs/agent-wire.md)\n";
 
 enum {
 	R_LIT = 1,
@@ -70,7 +73,8 @@ enum {
 	R_DEFTYPE,
 	R_QUIET,
 	R_PKGS,
-	R_KUBESVC
+	R_KUBESVC,
+	R_KIP
 };
 
 /* The shipped table: <bindir>/../share/cell/aws-us-east-1.json. */
@@ -247,6 +251,7 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 	    {"quiet", no_argument, NULL, R_QUIET},
 	    {"packages", required_argument, NULL, R_PKGS},
 	    {"kubernetes-service", required_argument, NULL, R_KUBESVC},
+	    {"kip", no_argument, NULL, R_KIP},
 	    {NULL, 0, NULL, 0}};
 	const char *resolv = "/etc/resolv.conf";
 	int c, r = 0;
@@ -308,6 +313,9 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 			break;
 		case R_KUBESVC:
 			r = add_kube_service(o->objects, optarg, e);
+			break;
+		case R_KIP:
+			o->conv.kip = true;
 			break;
 		case 'q':
 		case R_QUIET:

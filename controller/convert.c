@@ -105,7 +105,18 @@ static json_t *probe(const json_t *kp)
 
 /* ---- units ---- */
 
-static json_t *security_context(const json_t *sc)
+/* Kip's untagged SecurityContext fields (Go spells them with capitals):
+ * Kip sends them null; as extensions they carry the Kubernetes values. */
+static const char *const untagged[][2] = {
+    {"Privileged", "privileged"},
+    {"SELinuxOptions", NULL},
+    {"WindowsOptions", NULL},
+    {"RunAsNonRoot", "runAsNonRoot"},
+    {"ReadOnlyRootFilesystem", "readOnlyRootFilesystem"},
+    {"AllowPrivilegeEscalation", "allowPrivilegeEscalation"},
+    {"ProcMount", "procMount"}};
+
+static json_t *security_context(const json_t *sc, bool kip)
 {
 	json_t *out = json_object(), *caps = jget(sc, "capabilities");
 
@@ -120,15 +131,12 @@ static json_t *security_context(const json_t *sc)
 	/* Kip's api.SecurityContext has these without json tags: Go writes
 	 * them under their Go names, always null (convert.go never sets them).
 	 */
-	static const char *const untagged[] = {"Privileged",
-					       "SELinuxOptions",
-					       "WindowsOptions",
-					       "RunAsNonRoot",
-					       "ReadOnlyRootFilesystem",
-					       "AllowPrivilegeEscalation",
-					       "ProcMount"};
-	for (size_t i = 0; i < ARRAY_SIZE(untagged); i++)
-		json_object_set_new(out, untagged[i], json_null());
+	for (size_t i = 0; i < ARRAY_SIZE(untagged); i++) {
+		json_t *v =
+		    untagged[i][1] && !kip ? jget(sc, untagged[i][1]) : NULL;
+		json_object_set_new(out, untagged[i][0],
+				    v ? json_copy(v) : json_null());
+	}
 	return out;
 }
 
@@ -207,7 +215,54 @@ static void expand_list(json_t *unit, const char *k, const json_t *envmap)
 	}
 }
 
-static int container_to_unit(const json_t *c, bool expand, json_t **out,
+/* A lifecycle handler as the cell reads it: a probe's handler (exec,
+ * httpGet, tcpSocket) or sleep. */
+static json_t *hook(const json_t *h)
+{
+	json_t *x;
+
+	if (!h)
+		return NULL;
+	if (jget(h, "sleep"))
+		return json_pack("{s:O}", "sleep", jget(h, "sleep"));
+	x = probe(h);
+	return x;
+}
+
+/* The extensions of a unit (docs/agent-wire.md); Kip sends none. */
+static void unit_extensions(json_t *u, const json_t *c)
+{
+	const json_t *lc = jget(c, "lifecycle");
+
+	if (lc) {
+		json_t *x = json_object(), *h;
+		if ((h = hook(jget(lc, "postStart"))))
+			json_object_set_new(x, "PostStart", h);
+		if ((h = hook(jget(lc, "preStop"))))
+			json_object_set_new(x, "PreStop", h);
+		json_object_set_new(u, "lifecycle", x);
+	}
+	copy_str(u, c, "imagePullPolicy");
+	if (!*js(c, "imagePullPolicy")) {
+		/* The API server's default: Always for :latest or no tag. */
+		const char *img = js(c, "image"), *slash = strrchr(img, '/');
+		const char *colon = strrchr(slash ? slash : img, ':');
+		bool latest =
+		    !strchr(img, '@') && (!colon || !strcmp(colon, ":latest"));
+		json_object_set_new(
+		    u, "imagePullPolicy",
+		    json_string(latest ? "Always" : "IfNotPresent"));
+	}
+	if (json_is_true(jget(c, "stdin")))
+		json_object_set_new(u, "stdin", json_true());
+	if (json_is_true(jget(c, "stdinOnce")))
+		json_object_set_new(u, "stdinOnce", json_true());
+	if (json_is_true(jget(c, "tty")))
+		json_object_set_new(u, "tty", json_true());
+}
+
+static int container_to_unit(const json_t *c, bool expand,
+			     const struct convert_opts *o, json_t **out,
 			     struct cerr *e)
 {
 	json_t *u = json_object(), *env = jget(c, "env");
@@ -229,7 +284,7 @@ static int container_to_unit(const json_t *c, bool expand, json_t **out,
 	if (jget(c, "securityContext"))
 		json_object_set_new(
 		    u, "securityContext",
-		    security_context(jget(c, "securityContext")));
+		    security_context(jget(c, "securityContext"), o->kip));
 	for (size_t i = 0; i < ARRAY_SIZE(probes); i++)
 		if (jget(c, probes[i]))
 			json_object_set_new(u, probes[i],
@@ -238,6 +293,8 @@ static int container_to_unit(const json_t *c, bool expand, json_t **out,
 	 * whose maps have no json tags and are never filled. */
 	json_object_set_new(u, "resources",
 			    json_pack("{s:n,s:n}", "Limits", "Requests"));
+	if (!o->kip)
+		unit_extensions(u, c);
 	if (expand) {
 		/* pkg/util/expand.go: units only, not init units. */
 		json_t *m = json_object(), *v;
@@ -255,7 +312,8 @@ static int container_to_unit(const json_t *c, bool expand, json_t **out,
 	return 0;
 }
 
-static int units(const json_t *list, bool expand, json_t **out, struct cerr *e)
+static int units(const json_t *list, bool expand, const struct convert_opts *o,
+		 json_t **out, struct cerr *e)
 {
 	json_t *a, *c;
 	size_t i;
@@ -268,7 +326,7 @@ static int units(const json_t *list, bool expand, json_t **out, struct cerr *e)
 	json_array_foreach(list, i, c)
 	{
 		json_t *u = NULL;
-		if (container_to_unit(c, expand, &u, e) < 0) {
+		if (container_to_unit(c, expand, o, &u, e) < 0) {
 			json_decref(a);
 			return -1;
 		}
@@ -417,7 +475,7 @@ static json_t *object_ref_source(const json_t *src, const char *name_key,
 	return x;
 }
 
-static json_t *volume(const json_t *v, struct cerr *e)
+static json_t *volume(const json_t *v, bool kip, struct cerr *e)
 {
 	json_t *out = json_pack("{s:s}", "name", js(v, "name")), *s;
 	int64_t size = 0;
@@ -461,9 +519,20 @@ static json_t *volume(const json_t *v, struct cerr *e)
 						    object_ref_source(r, "name",
 								      "name",
 								      false));
+			else if ((r = jget(src, "downwardAPI")) && !kip)
+				json_object_set(p, "downwardAPI", r);
 			json_array_append_new(srcs, p);
 		}
 		json_object_set_new(x, "sources", srcs);
+		copy_ptr(x, s, "defaultMode");
+		json_object_set_new(out, "projected", x);
+	} else if ((s = jget(v, "downwardAPI")) && !kip) {
+		/* An extension: its files come in a package, as a projected
+		 * volume's (podfiles.c renders them). */
+		json_t *x = json_object();
+		json_object_set_new(
+		    x, "sources",
+		    json_pack("[{s:O}]", "downwardAPI", (json_t *)s));
 		copy_ptr(x, s, "defaultMode");
 		json_object_set_new(out, "projected", x);
 	} else {
@@ -480,14 +549,14 @@ static json_t *package_volume(const char *name, const char *path)
 			 path);
 }
 
-static int volumes(const json_t *list, json_t **out, struct cerr *e)
+static int volumes(const json_t *list, bool kip, json_t **out, struct cerr *e)
 {
 	json_t *a = json_array(), *v;
 	size_t i;
 
 	json_array_foreach(list, i, v)
 	{
-		json_t *x = volume(v, e);
+		json_t *x = volume(v, kip, e);
 		if (!x) {
 			json_decref(a);
 			return cerr_prefix(e, "volume %s", js(v, "name"));
@@ -503,7 +572,7 @@ static int volumes(const json_t *list, json_t **out, struct cerr *e)
 
 /* ---- the pod ---- */
 
-static json_t *pod_security(const json_t *spec, const json_t *sc)
+static json_t *pod_security(const json_t *spec, const json_t *sc, bool kip)
 {
 	json_t *out = json_object(), *ns = json_object(), *a, *v;
 	size_t i;
@@ -532,6 +601,11 @@ static json_t *pod_security(const json_t *spec, const json_t *sc)
 						   js(v, "value")));
 	}
 	set_nonempty(out, "sysctls", a);
+	if (!kip) { /* extensions: tagged in Kip's type, never filled */
+		copy_ptr(out, sc, "fsGroup");
+		copy_str(out, sc, "fsGroupChangePolicy");
+		copy_ptr(out, sc, "runAsNonRoot");
+	}
 	return out;
 }
 
@@ -663,10 +737,10 @@ static int build_spec(const json_t *ps, const json_t *ann,
 	json_object_set_new(spec, "phase", json_string("Running"));
 	json_object_set_new(spec, "restartPolicy",
 			    json_string(js(ps, "restartPolicy")));
-	if (units(jget(ps, "initContainers"), false, &x, e) < 0)
+	if (units(jget(ps, "initContainers"), false, o, &x, e) < 0)
 		goto fail;
 	json_object_set_new(spec, "initUnits", x);
-	if (units(jget(ps, "containers"), true, &x, e) < 0)
+	if (units(jget(ps, "containers"), true, o, &x, e) < 0)
 		goto fail;
 	if (json_is_null(x)) {
 		json_decref(x);
@@ -689,12 +763,14 @@ static int build_spec(const json_t *ps, const json_t *ann,
 	if (jget(ps, "securityContext"))
 		json_object_set_new(
 		    spec, "securityContext",
-		    pod_security(ps, jget(ps, "securityContext")));
+		    pod_security(ps, jget(ps, "securityContext"), o->kip));
+	if (!o->kip)
+		copy_ptr(spec, ps, "activeDeadlineSeconds");
 	copy_str(spec, ps, "dnsPolicy");
 	if (jget(ps, "dnsConfig"))
 		json_object_set_new(spec, "dnsConfig",
 				    dns_config(jget(ps, "dnsConfig")));
-	if (volumes(jget(ps, "volumes"), &x, e) < 0)
+	if (volumes(jget(ps, "volumes"), o->kip, &x, e) < 0)
 		goto fail;
 	json_object_set_new(spec, "volumes", x);
 	if (aggregate(jget(ps, "containers"), jget(ps, "nodeSelector"), rs, e) <

@@ -50,6 +50,14 @@ const json_t *k8s_find_object(const json_t *objects, const char *kind,
 /* env.c: the virtual-kubelet's environment resolution (in place). */
 int pod_env_resolve(json_t *pod, const json_t *objects,
 		    const struct convert_opts *o, struct cerr *e);
+/* env.c: a fieldRef's value (metadata.*, spec.*, status.podIP). */
+int pod_field_ref(const json_t *pod, const json_t *fr,
+		  const struct convert_opts *o, char **out, struct cerr *e);
+/* downward.c: a resourceFieldRef's value (container: the default when it
+ * names none), and a label/annotation map as the kubelet writes it. */
+int downward_resource(const json_t *pod, const char *container,
+		      const json_t *rfr, char **out, struct cerr *e);
+char *downward_format_map(const json_t *m);
 int pod_packages(const json_t *pod, const json_t *objects,
 		 const struct convert_opts *o, struct converted *c,
 		 struct cerr *e);

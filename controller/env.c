@@ -178,8 +178,8 @@ static const char *meta_map_field(const json_t *meta, const char *path)
 	return js(json_object_get(meta, map), key);
 }
 
-static int field_ref(const json_t *pod, const json_t *fr,
-		     const struct convert_opts *o, char **out, struct cerr *e)
+int pod_field_ref(const json_t *pod, const json_t *fr,
+		  const struct convert_opts *o, char **out, struct cerr *e)
 {
 	const json_t *meta = json_object_get(pod, "metadata");
 	const json_t *spec = json_object_get(pod, "spec");
@@ -191,9 +191,17 @@ static int field_ref(const json_t *pod, const json_t *fr,
 	else if (!strcmp(p, "spec.nodeName"))
 		v = o->node_name ? o->node_name : "";
 	else if (!strcmp(p, "spec.serviceAccountName"))
-		v = js(spec, "serviceAccountName");
-	else if (!strcmp(p, "status.podIP") || !strcmp(p, "status.hostIP"))
-		v = ""; /* not known yet when the virtual-kubelet resolves */
+		/* The API server's admission sets "default" (an extension:
+		 * Kip passes on what the pod it got says). */
+		v = *js(spec, "serviceAccountName") || o->kip
+			? js(spec, "serviceAccountName")
+			: "default";
+	else if (!strcmp(p, "status.podIP"))
+		/* Not known yet when the virtual-kubelet resolves; cellctl
+		 * knows it from --pod-ip (an extension). */
+		v = o->kip || !o->pod_ip ? "" : o->pod_ip;
+	else if (!strcmp(p, "status.hostIP"))
+		v = "";
 	else
 		v = meta_map_field(meta, p);
 	if (!v)
@@ -238,8 +246,9 @@ static char *expand_value(const char *v, const json_t *res, const json_t *svc)
 }
 
 static int one_var(const json_t *pod, const json_t *objects,
-		   const struct convert_opts *o, const json_t *ev, json_t *res,
-		   const json_t *svc, struct cerr *e)
+		   const struct convert_opts *o, const char *container,
+		   const json_t *ev, json_t *res, const json_t *svc,
+		   struct cerr *e)
 {
 	const json_t *vf = json_object_get(ev, "valueFrom"), *r;
 	cleanup_free char *val = NULL;
@@ -254,10 +263,13 @@ static int one_var(const json_t *pod, const json_t *objects,
 		 key_ref(objects, r, true, &val, e) < 0)
 		return -1;
 	else if (json_is_object(r = json_object_get(vf, "fieldRef")) &&
-		 field_ref(pod, r, o, &val, e) < 0)
+		 pod_field_ref(pod, r, o, &val, e) < 0)
+		return -1;
+	else if (json_is_object(r = json_object_get(vf, "resourceFieldRef")) &&
+		 !o->kip && downward_resource(pod, container, r, &val, e) < 0)
 		return -1;
 	if (!val)
-		return 0; /* resourceFieldRef, or an optional one missing */
+		return 0; /* resourceFieldRef (Kip), or an optional one */
 	s = json_string(val);
 	if (!s)
 		return cerr_set(e, EINVAL, "%s: the value is not UTF-8 text",
@@ -412,7 +424,8 @@ static int container_env(const json_t *pod, json_t *c, const json_t *objects,
 		goto fail;
 	json_array_foreach(json_object_get(c, "env"), i, ev)
 	{
-		if (one_var(pod, objects, o, ev, res, svc, e) < 0)
+		if (one_var(pod, objects, o, js(c, "name"), ev, res, svc, e) <
+		    0)
 			goto fail;
 	}
 	json_object_foreach((json_t *)svc, k, v)

@@ -220,7 +220,52 @@ static int source_files(struct pkg *p, const json_t *objects, bool secret,
 	return r;
 }
 
-static int volume_package(const json_t *v, const json_t *objects,
+/* One downwardAPI item's text: a fieldRef (labels and annotations whole,
+ * as the kubelet writes them) or a resourceFieldRef. */
+static int downward_item(const json_t *pod, const json_t *it,
+			 const struct convert_opts *o, char **out,
+			 struct cerr *e)
+{
+	const json_t *fr = jget(it, "fieldRef"), *meta = jget(pod, "metadata");
+	const char *fp = js(fr, "fieldPath");
+
+	if (jget(it, "resourceFieldRef"))
+		return downward_resource(pod, NULL,
+					 jget(it, "resourceFieldRef"), out, e);
+	if (!strcmp(fp, "metadata.labels") ||
+	    !strcmp(fp, "metadata.annotations")) {
+		*out = downward_format_map(jget(meta, fp + 9));
+		return 0;
+	}
+	return pod_field_ref(pod, fr, o, out, e);
+}
+
+/* The files of a downwardAPI volume or projected source (an extension:
+ * Kip drops these volumes). */
+static int downward_files(struct pkg *p, const json_t *pod, const json_t *d,
+			  const json_t *default_mode,
+			  const struct convert_opts *o, struct cerr *e)
+{
+	int mode =
+	    default_mode ? (int)json_integer_value(default_mode) : DEFAULT_MODE;
+	const json_t *it;
+	size_t i;
+
+	json_array_foreach(jget(d, "items"), i, it)
+	{
+		cleanup_free char *text = NULL;
+		if (downward_item(pod, it, o, &text, e) < 0)
+			return cerr_prefix(e, "%s", js(it, "path"));
+		add_file(p, js(it, "path"), text, strlen(text),
+			 jget(it, "mode")
+			     ? (int)json_integer_value(jget(it, "mode"))
+			     : mode);
+	}
+	return 0;
+}
+
+static int volume_package(const json_t *pod, const json_t *v,
+			  const json_t *objects, const struct convert_opts *o,
 			  struct converted *c, struct cerr *e)
 {
 	struct pkg *p = add_pkg(c, js(v, "name"));
@@ -235,13 +280,21 @@ static int volume_package(const json_t *v, const json_t *objects,
 		return source_files(p, objects, true, js(s, "secretName"),
 				    jget(s, "items"), jget(s, "defaultMode"),
 				    jget(s, "optional"), e);
+	if ((s = jget(v, "downwardAPI")) && !o->kip)
+		return downward_files(p, pod, s, jget(s, "defaultMode"), o, e);
 	if (!(s = jget(v, "projected")))
 		return 0; /* emptyDir, hostPath: an empty package */
 	json_array_foreach(jget(s, "sources"), i, src)
 	{
 		const json_t *r;
 		bool sec = (r = jget(src, "secret")) != NULL;
-		if (!r && !(r = jget(src, "configMap")))
+		if (!r && (r = jget(src, "downwardAPI")) && !o->kip) {
+			if (downward_files(p, pod, r, jget(s, "defaultMode"), o,
+					   e) < 0)
+				return -1;
+			continue;
+		}
+		if (!sec && !(r = jget(src, "configMap")))
 			continue;
 		if (source_files(p, objects, sec, js(r, "name"),
 				 jget(r, "items"), jget(s, "defaultMode"),
@@ -460,7 +513,7 @@ int pod_packages(const json_t *pod, const json_t *objects,
 
 	json_array_foreach(jget(jget(pod, "spec"), "volumes"), i, v)
 	{
-		if (volume_package(v, objects, c, e) < 0)
+		if (volume_package(pod, v, objects, o, c, e) < 0)
 			return cerr_prefix(e, "volume %s", js(v, "name"));
 	}
 	/* Kip deploys empty resolvconf/etchosts packages in the loop above

@@ -123,7 +123,7 @@ int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e)
 	int r = 0;
 
 	if (!o->image || !o->mount_at || ref_parse(o->image, &ref, &miss) < 0 ||
-	    !may_skip_registry(&ref))
+	    (!o->any_tag && !may_skip_registry(&ref)))
 		goto out;
 	name = ref_string(&ref);
 	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR,

@@ -120,6 +120,9 @@ struct pull_cached_opts {
 	const char *image, *workdir, *mount_at, *upper_dir, *save_config;
 	const char *shared_cache; /* layers found there are used in place */
 	bool no_wait; /* a gc holding the cache is a miss, not a wait */
+	/* The unit asked for IfNotPresent or Never: a cached image serves
+	 * for any tag, "latest" too (the default policy re-resolves it). */
+	bool any_tag;
 };
 int pull_from_cache(const struct pull_cached_opts *o, struct cerr *e);
 

@@ -211,12 +211,15 @@ int ctr_plan_mounts(const struct run_config *c, struct mount_op **ops,
 		    .data = m->data,
 		};
 	}
-	/* Masks last, so that no mount of the unit can uncover them. */
-	for (size_t i = 0; i < ARRAY_SIZE(masked_paths); i++)
+	/* Masks last, so that no mount of the unit can uncover them
+	 * (procMount Unmasked and privileged units go without). */
+	for (size_t i = 0; !c->proc_unmasked && i < ARRAY_SIZE(masked_paths);
+	     i++)
 		o[k++] = (struct mount_op){.kind = MOP_MASK,
 					   .target = masked_paths[i],
 					   .optional = true};
-	for (size_t i = 0; i < ARRAY_SIZE(readonly_paths); i++)
+	for (size_t i = 0; !c->proc_unmasked && i < ARRAY_SIZE(readonly_paths);
+	     i++)
 		o[k++] = (struct mount_op){.kind = MOP_RDONLY,
 					   .target = readonly_paths[i],
 					   .optional = true};

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -115,7 +116,10 @@ struct monitor {
 	struct crilog log;
 	int sync_fd, sigfd, timerfd;
 	int out_fd, err_fd; /* read ends of the unit's stdout and stderr */
-	int exit_slot;	    /* EXIT_SLOT, reserved at start; -1 once used */
+	/* A tty unit: out_fd is the terminal's master; what an attach
+	 * writes into the stdin FIFO (tty_in) goes to tty_master. */
+	int tty_in, tty_master;
+	int exit_slot; /* EXIT_SLOT, reserved at start; -1 once used */
 	pid_t init;
 	uint64_t init_start;
 	bool init_done, stopping;
@@ -186,8 +190,6 @@ static int load_config(const char *dir, struct run_config *c, struct cerr *e)
 	buf_free(&b);
 	if (rc < 0)
 		return cerr_prefix(e, "run.json");
-	if (c->tty)
-		return cerr_set(e, ENOTSUP, "tty units are not supported yet");
 	return 0;
 }
 
@@ -327,13 +329,32 @@ static int open_stdin(const char *dir, struct cerr *e)
 	return fd;
 }
 
+/* A terminal for a tty unit: out[0] its master (the log reads it),
+ * out[1] its slave (the unit's stdin, stdout and stderr). */
+static int open_tty(int out[2], struct cerr *e)
+{
+	char name[64];
+	struct winsize ws = {.ws_row = 24, .ws_col = 80};
+
+	out[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (out[0] < 0 || grantpt(out[0]) < 0 || unlockpt(out[0]) < 0 ||
+	    ptsname_r(out[0], name, sizeof(name)) != 0)
+		return cerr_sys(e, "open a terminal");
+	out[1] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (out[1] < 0)
+		return cerr_sys(e, "open %s", name);
+	ioctl(out[0], TIOCSWINSZ, &ws); /* a size until an attach sets one */
+	return 0;
+}
+
 static int open_spawn_fds(const char *dir, const struct run_config *c,
 			  struct spawn_fds *f, struct cerr *e)
 {
 	memset(f, 0xff, sizeof(*f)); /* every fd -1 */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sock) < 0 ||
-	    pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->err, O_CLOEXEC) < 0)
-		return cerr_sys(e, "pipe");
+	    (c->tty ? open_tty(f->out, e) < 0 : pipe2(f->out, O_CLOEXEC) < 0) ||
+	    pipe2(f->err, O_CLOEXEC) < 0)
+		return e->code ? -1 : cerr_sys(e, "pipe");
 	f->devnull = open_stdin(dir, e);
 	if (f->devnull < 0)
 		return -1;
@@ -369,9 +390,9 @@ static pid_t clone_init(const struct run_config *c, const char *bundle,
 		    .bundle = bundle,
 		    .sync_fd = f->sock[1],
 		    .peer_fd = f->sock[0],
-		    .stdin_fd = f->devnull,
+		    .stdin_fd = c->tty ? f->out[1] : f->devnull,
 		    .stdout_fd = f->out[1],
-		    .stderr_fd = f->err[1],
+		    .stderr_fd = c->tty ? f->out[1] : f->err[1],
 		    .netns_fd = f->netns,
 		    .ipcns_fd = f->ipcns,
 		};
@@ -423,6 +444,10 @@ static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
 	m->started_ns = wall_ns();
 	m->out_fd = steal_fd(&f.out[0]);
 	m->err_fd = steal_fd(&f.err[0]);
+	if (m->cfg.tty) {
+		m->tty_master = fcntl(m->out_fd, F_DUPFD_CLOEXEC, 3);
+		m->tty_in = steal_fd(&f.devnull);
+	}
 	rc = 0;
 out:
 	close_fds((int *)&f, sizeof(f) / sizeof(int));
@@ -604,13 +629,31 @@ static void on_output(struct monitor *m, int *fd, enum crilog_stream s)
 		log_warn("%s", e.msg);
 }
 
+/* An attach's input, from the stdin FIFO into the terminal. */
+static void on_tty_input(struct monitor *m)
+{
+	char b[4096];
+	ssize_t n = read(m->tty_in, b, sizeof(b));
+
+	for (ssize_t off = 0; n > 0 && off < n;) {
+		ssize_t w = write(m->tty_master, b + off, (size_t)(n - off));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break; /* the unit is gone: its input with it */
+		off += w;
+	}
+}
+
 static void loop(struct monitor *m)
 {
 	for (;;) {
-		struct pollfd p[] = {{m->sigfd, POLLIN, 0},
-				     {m->timerfd, POLLIN, 0},
-				     {m->out_fd, POLLIN, 0},
-				     {m->err_fd, POLLIN, 0}};
+		struct pollfd p[] = {
+		    {m->sigfd, POLLIN, 0},
+		    {m->timerfd, POLLIN, 0},
+		    {m->out_fd, POLLIN, 0},
+		    {m->err_fd, POLLIN, 0},
+		    {m->init_done ? -1 : m->tty_in, POLLIN, 0}};
 		int timeout = -1;
 
 		if (m->init_done) {
@@ -636,6 +679,8 @@ static void loop(struct monitor *m)
 			on_output(m, &m->out_fd, CRILOG_STDOUT);
 		if (p[3].revents)
 			on_output(m, &m->err_fd, CRILOG_STDERR);
+		if (p[4].revents)
+			on_tty_input(m);
 	}
 }
 
@@ -700,6 +745,8 @@ int monitor_run(const char *unit_dir, int sync_fd)
 			    .timerfd = -1,
 			    .out_fd = -1,
 			    .err_fd = -1,
+			    .tty_in = -1,
+			    .tty_master = -1,
 			    .exit_slot = -1,
 			    .log = {.fd = -1}};
 	struct cerr e = {0};

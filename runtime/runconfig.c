@@ -449,6 +449,7 @@ static int parse_process(const json_t *root, struct run_config *c,
 	    get_str(root, "hostname", false, &c->hostname, e) < 0 ||
 	    check_hostname(c->hostname, e) < 0 ||
 	    get_bool(root, "noNewPrivileges", &c->no_new_privs, e) < 0 ||
+	    get_bool(root, "procUnmasked", &c->proc_unmasked, e) < 0 ||
 	    get_int(root, "graceSeconds", 30, 0, GRACE_MAX, &c->grace_seconds,
 		    e) < 0 ||
 	    get_int(root, "stopSignal", SIGTERM, 1, SIGRTMAX, &c->stop_signal,
@@ -621,6 +622,8 @@ char *runconfig_to_json(const struct run_config *c)
 			    jstrv_new(c->ambient_caps));
 	json_object_set_new(o, "noNewPrivileges",
 			    json_boolean(c->no_new_privs));
+	if (c->proc_unmasked)
+		json_object_set_new(o, "procUnmasked", json_true());
 	set_str(o, "hostname", c->hostname);
 	set_str(ns, "network", c->netns_path);
 	set_str(ns, "pid", c->pid_ns_path);

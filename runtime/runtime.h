@@ -104,11 +104,12 @@ struct run_config {
 	 * in base64), installed right before execve; NULL: unconfined. */
 	void *seccomp_bpf;
 	size_t seccomp_len;
-	char *hostname;	   /* NULL: the host's name, copied into the new
-			      UTS namespace */
-	char *netns_path;  /* NULL: stay in the monitor's net namespace */
-	char *pid_ns_path; /* NULL: a new PID namespace */
-	char *ipc_ns_path; /* NULL: a new IPC namespace */
+	bool proc_unmasked; /* no masked or read-only /proc, /sys paths */
+	char *hostname;	    /* NULL: the host's name, copied into the new
+			       UTS namespace */
+	char *netns_path;   /* NULL: stay in the monitor's net namespace */
+	char *pid_ns_path;  /* NULL: a new PID namespace */
+	char *ipc_ns_path;  /* NULL: a new IPC namespace */
 	/* Namespaced sysctls written in the container's namespaces before
 	 * its root is set up (sysctl.h): net.* only with netns_path. */
 	char **sysctl_names, **sysctl_values;
@@ -127,7 +128,8 @@ struct run_config {
 	char *log_link; /* NULL, or a symlink to log_path made at start */
 	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
 	int64_t stop_signal;   /* the image's StopSignal; SIGTERM by default */
-	bool tty;	       /* not supported yet: must be false */
+	bool tty; /* stdin, stdout, stderr on a terminal; attach input via the
+		   * stdin FIFO, output into the log as stdout */
 	struct run_device *devices; /* besides the default /dev */
 	size_t n_devices;
 	struct run_hook *hooks; /* in order, per kind */

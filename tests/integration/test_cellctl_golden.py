@@ -21,7 +21,7 @@ GOLDEN = os.path.join(ROOT, "tests", "golden", "cellctl")
 OBJECTS = ["-f", os.path.join(EXAMPLES, "web-config.yaml"),
            "-f", os.path.join(EXAMPLES, "db-secret.yaml"),
            "-f", os.path.join(GOLDEN, "kitchen-objects.yaml")]
-COMMON = ["--pod-ip", "10.0.5.6", "--node-name", "vk-kip"]
+COMMON = ["--pod-ip", "10.0.5.6", "--node-name", "vk-kip", "--kip"]
 
 
 def env_as_map(params: dict) -> dict:
