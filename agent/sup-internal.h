@@ -22,11 +22,13 @@ struct unit_rec {
 	char *name;
 	bool is_init;
 	const struct unit_spec *spec; /* in sup->spec; NULL when removed */
-	char *fingerprint;
+	char *fingerprint; /* of the spec its current run started with */
+	char *net;	   /* podnet_key of the pod its current run joined */
 	char *image;
 	enum unit_phase phase;
 	int restart_count;
 	int seq;		 /* the run number: its directory's name */
+	int starting;		 /* > seq: that run's monitor is being started */
 	uint64_t not_before_ns;	 /* monotonic: back-off until then */
 	int backoff_n;		 /* restarts in a row without a long run */
 	bool removed;		 /* drop the record once it has stopped */
@@ -115,6 +117,9 @@ struct supervisor {
 	int64_t pod_memory_cap; /* bytes for all units together; 0 none */
 	bool pod_failed;
 	bool pod_restarting;  /* initUnits changed: stop all, then start over */
+	/* After an agent restart: the records (what runs) are still to be
+	 * compared with the spec in force, once every run is adopted. */
+	bool recheck;
 	bool pod_cgroup_live; /* a unit ran since the pod's cgroups last went */
 	struct stats_state stats;
 	struct podnet net;
@@ -132,6 +137,9 @@ void unit_exited(struct supervisor *s, struct unit_rec *u);
 void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
 /* Re-adopt a unit's current run after an agent restart. */
 void unit_adopt(struct supervisor *s, struct unit_rec *u);
+/* Before unit_adopt: make a run the record says was being started the
+ * current one when its monitor got going. */
+void unit_adopt_starting(struct supervisor *s, struct unit_rec *u);
 char *unit_run_dir(const struct unit_rec *u, int seq);
 /* Remove a run's directory (its rootfs unmounted first). */
 void unit_drop_run(const struct unit_rec *u, int seq);
@@ -154,10 +162,19 @@ void sweep_pod_cgroup(struct supervisor *s);
 /* Remove a run (or unit) directory: a dead monitor's cgroups, every mount
  * below it, then the tree. */
 void run_dir_remove(const char *run);
+/* Does a running process name something below run (a monitor about to
+ * take its lock, an exec, a pull)? */
+bool run_dir_in_use(const char *run);
 
 /* podnet.c */
 /* After an agent restart: find the recorded network and keep it. */
 void podnet_restore(struct supervisor *s);
+/* What the pod's network depends on (pod IP, hostNetwork), as a string
+ * that changes when the network must (caller frees). */
+char *podnet_key(const struct pod_spec *p);
+/* Does the network found at restore, or the one a record's run joined,
+ * differ from what the spec in force wants? */
+bool podnet_differs(const struct supervisor *s, const char *run_key);
 /* Does next change the pod IP or hostNetwork (a pod restart)? */
 bool podnet_changed(const struct supervisor *s, const struct pod_spec *next);
 /* With every unit stopped: tear the network down unless the spec still

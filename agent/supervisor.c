@@ -28,6 +28,9 @@
 #include "volumes.h"
 
 #define POD_FILE "pod.json"
+/* Present while a pod restart is under way: an agent killed between its
+ * steps (some records gone, some not) starts it over at restore. */
+#define RESTART_FILE "pod-restart"
 #define TICK_MS 1000
 
 static uint64_t real_now(void)
@@ -188,6 +191,24 @@ static void respec(struct unit_rec *u, const struct pod_spec *next)
 	u->image = xstrdup(ns->image);
 }
 
+static void restart_mark(struct supervisor *s, bool on)
+{
+	cleanup_free char *p = xasprintf("%s/%s", s->o.state_dir, RESTART_FILE);
+	struct cerr e = {0};
+
+	if (on && fs_replace(p, "", 0, 0600, &e) < 0)
+		log_warn("pod restart: %s", e.msg);
+	if (!on && unlink(p) < 0 && errno != ENOENT)
+		log_warn("pod restart: unlink %s: %m", p);
+}
+
+static bool restart_marked(const struct supervisor *s)
+{
+	cleanup_free char *p = xasprintf("%s/%s", s->o.state_dir, RESTART_FILE);
+
+	return fs_exists(p);
+}
+
 /* Carry out plan_spec's decisions for the next spec. */
 static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 			    const struct pod_spec *next)
@@ -200,6 +221,7 @@ static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 		switch (a->op) {
 		case PLAN_POD_RESTART:
 			s->pod_restarting = true;
+			restart_mark(s, true);
 			/* Every record goes with the old spec. */
 			for (size_t k = 0; k < s->n_units; k++) {
 				s->units[k].spec = NULL;
@@ -231,7 +253,8 @@ static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 	}
 }
 
-static void plan_next_spec(struct supervisor *s, const struct pod_spec *next)
+static void plan_next_spec(struct supervisor *s, const struct pod_spec *next,
+			   bool net_changed)
 {
 	cleanup_free struct plan_unit *view = plan_view(s);
 	struct plan_next pn = {.init_units = next->init_units,
@@ -239,7 +262,7 @@ static void plan_next_spec(struct supervisor *s, const struct pod_spec *next)
 			       .n_init_units = next->n_init_units,
 			       .n_units = next->n_units,
 			       .grace_s = next->termination_grace_s,
-			       .net_changed = podnet_changed(s, next)};
+			       .net_changed = net_changed};
 	struct plan p = {0};
 
 	plan_spec(view, s->n_units, &pn, &p);
@@ -288,7 +311,7 @@ static void take_spec(struct supervisor *s, char *body, size_t len)
 	}
 	log_warnings(s, &next);
 	if (s->has_spec)
-		plan_next_spec(s, &next);
+		plan_next_spec(s, &next, podnet_changed(s, &next));
 	if (s->has_spec)
 		pod_spec_free(&s->spec);
 	s->spec = next;
@@ -340,6 +363,7 @@ static enum applied apply_one(struct supervisor *s, const struct plan_action *a)
 	switch (a->op) {
 	case PLAN_FINISH_RESTART:
 		drop_removed(s);
+		restart_mark(s, false);
 		podnet_release(s);
 		s->pod_restarting = false;
 		s->pod_failed = false;
@@ -387,12 +411,59 @@ static void make_plan(struct supervisor *s, struct plan *p)
 	plan_tick(&pod, p);
 }
 
+/* After an agent restart, before anything starts: adopt what still runs
+ * (a monitor still setting up is asked again soon). True while one is
+ * still pending. */
+static bool adopt_pending(struct supervisor *s)
+{
+	bool pending = false;
+
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+
+		if (u->pidfd >= 0 ||
+		    (u->phase != PH_RUNNING && u->phase != PH_STOPPING))
+			continue;
+		unit_adopt(s, u);
+		if (u->pidfd < 0 &&
+		    (u->phase == PH_RUNNING || u->phase == PH_STOPPING))
+			pending = true;
+	}
+	return pending;
+}
+
+/* The records say what runs; the spec on disk is the one in force, and
+ * it may be newer than what runs (saved, answered 200, and the agent
+ * killed before it carried the change out). Compare them as a new spec
+ * is compared: a changed unit restarts, a removed one stops, a changed
+ * network or initUnits restarts the pod. */
+static void recheck_spec(struct supervisor *s)
+{
+	bool net = podnet_differs(s, NULL) || restart_marked(s);
+
+	for (size_t i = 0; i < s->n_units && !net; i++) {
+		const struct unit_rec *u = &s->units[i];
+		if (!u->removed && active(u))
+			net = podnet_differs(s, u->net);
+	}
+	plan_next_spec(s, &s->spec, net);
+}
+
 static void reconcile(struct supervisor *s)
 {
 	struct plan p = {0};
 
 	netagent_tick(s);
 	sweep_pod_cgroup(s);
+	if (s->recheck) {
+		if (adopt_pending(s)) {
+			s->wake_ns = s->ops->now() + PLAN_ADOPT_RETRY_NS;
+			return;
+		}
+		s->recheck = false;
+		if (s->has_spec)
+			recheck_spec(s);
+	}
 	/* A plan that changed the records (dropped some, started the pod
 	 * over) is made again; twice is the most a tick needs. */
 	for (int round = 0; round < 4; round++) {
@@ -680,9 +751,12 @@ static void restore(struct supervisor *s)
 			free(u->dir);
 			u->dir = legacy;
 		}
-		if (record_load(u, &e) == 0)
+		if (record_load(u, &e) == 0) {
+			unit_adopt_starting(s, u);
 			unit_adopt(s, u);
+		}
 	}
+	s->recheck = true;
 	if (prepare_volumes(s, &e) < 0)
 		log_error("volumes: %s", e.msg);
 }
