@@ -85,6 +85,9 @@ struct unit_spec {
 	size_t n_ports;
 	char *working_dir;
 	bool tty; /* TERM=xterm by default */
+	/* stdin: true: a FIFO an interactive attach writes into; else the
+	 * workload reads /dev/null (EOF), as under the kubelet. */
+	bool open_stdin;
 	/* resources.limits (Kip's untagged "Limits", or "limits"): 0 = none.
 	 * Requests never limit anything. */
 	int64_t memory_limit; /* bytes */

@@ -540,6 +540,9 @@ static int be_attach_stdin(void *ctx, const char *unit, struct cerr *e)
 		return -1;
 	p = xasprintf("%s/stdin", dirname(log));
 	fd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT)
+		return cerr_set(e, EINVAL, "unit %s was not started with stdin",
+				unit && *unit ? unit : "(first)");
 	if (fd < 0)
 		return cerr_sys(e, "open %s", p);
 	return fd;

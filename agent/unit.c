@@ -307,6 +307,7 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	who.groups = NULL;
 	podrun_user_free(&who);
 	rc->no_new_privs = rc->uid != 0;
+	rc->open_stdin = us->open_stdin;
 	rc->cwd =
 	    xstrdup(us->working_dir && *us->working_dir	    ? us->working_dir
 		    : img->working_dir && *img->working_dir ? img->working_dir

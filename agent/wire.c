@@ -1228,6 +1228,7 @@ static int parse_unit_fields(const json_t *u, const char *at,
 	    get_strv(u, at, "args", &out->args, e) < 0 ||
 	    get_str(u, at, "workingDir", &out->working_dir, e) < 0 ||
 	    get_bool(u, at, "tty", &out->tty, e) < 0 ||
+	    get_bool(u, at, "stdin", &out->open_stdin, e) < 0 ||
 	    parse_unit_resources(u, at, out, e) < 0 ||
 	    parse_list(u, at, "env", WIRE_MAX_ENV, sizeof(struct env_var),
 		       (void **)&out->env, &out->n_env, env_fn, NULL, e) < 0 ||

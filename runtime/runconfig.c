@@ -448,7 +448,8 @@ static int parse_process(const json_t *root, struct run_config *c,
 	    get_bool(root, "noNewPrivileges", &c->no_new_privs, e) < 0 ||
 	    get_int(root, "graceSeconds", 30, 0, GRACE_MAX, &c->grace_seconds,
 		    e) < 0 ||
-	    get_bool(root, "tty", &c->tty, e) < 0)
+	    get_bool(root, "tty", &c->tty, e) < 0 ||
+	    get_bool(root, "stdin", &c->open_stdin, e) < 0)
 		return -1;
 	if (!*c->id || strlen(c->id) > 256)
 		return cerr_set(e, EINVAL, "id: length not in 1..256");
@@ -611,6 +612,7 @@ char *runconfig_to_json(const struct run_config *c)
 	json_object_set_new(o, "log", log);
 	json_object_set_new(o, "graceSeconds", json_integer(c->grace_seconds));
 	json_object_set_new(o, "tty", json_boolean(c->tty));
+	json_object_set_new(o, "stdin", json_boolean(c->open_stdin));
 	s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	if (!s)
 		abort();
