@@ -32,6 +32,7 @@ from typing import List, Optional, Sequence
 import pytest
 import requests
 
+import leakcheck
 from conftest import CELL_BUILD, ROOT
 from images import Image, busybox_layer, push
 from pki import CA
@@ -117,6 +118,7 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
     log_path = os.path.join(d, "agent.log")
     # Never the host's /var/log: the agent's own log and the units' links
     # go below the test's directory (extra may say otherwise).
+    leakcheck.note_state_dir(os.path.join(d, "state"))
     args = [AGENT, "--boot-dir", boot, "--state-dir", os.path.join(d, "state"),
             "--image-cache", os.path.join(d, "cache"), *(["-v"] if verbose else []),
             "--agent-log", os.path.join(d, "varlog", "itzo", "itzo.log"),
