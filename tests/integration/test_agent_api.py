@@ -105,7 +105,8 @@ def make_boot(d: str) -> tuple:
 
 def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[int] = None,
                 boot_config: Optional[str] = None, wait: bool = True,
-                prefix: Sequence[str] = (), verbose: bool = True) -> Agent:
+                prefix: Sequence[str] = (), verbose: bool = True,
+                cwd: Optional[str] = None) -> Agent:
     if not os.access(AGENT, os.X_OK):
         pytest.fail(f"cell-agent not found at {AGENT} (make build/bin/cell-agent)",
                     pytrace=False)
@@ -134,7 +135,7 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
     e.update(env or {})
     with open(log_path, "wb") as log:
         p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             env=e, start_new_session=True)
+                             env=e, start_new_session=True, cwd=cwd)
     a = Agent(p, port, d, ca, cli.cert_path, cli.key_path, log_path)
     if wait:
         wait_ping(a)
