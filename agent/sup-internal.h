@@ -101,10 +101,17 @@ struct supervisor {
 	struct unit_view {
 		char *name;
 		char *log, *prev_log; /* the current and the previous run's */
+		char *fingerprint;    /* of the spec it runs */
 		bool is_init, running;
 	} * views;
 	size_t n_views;
 	char *pod_ip_text;
+	/* A spec queued and not yet taken: status describes it already
+	 * (pendstatus.c), from the supervisor's last snapshot (status_base)
+	 * and the network that snapshot's spec wanted (status_net). */
+	struct pod_spec pending_spec;
+	bool has_pending_spec;
+	char *status_base, *status_net;
 	bool quit;
 	/* Owned by the supervisor thread. */
 	char *spec_body;
@@ -150,6 +157,13 @@ void unit_probe(struct supervisor *s, struct unit_rec *u);
 /* One probe attempt's result for u (dropped when its run is over). */
 void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 		     const struct probe_job *j);
+
+/* pendstatus.c */
+/* The status text once next is in force, from the supervisor's snapshot
+ * text and its views; restart: next restarts the pod (every unit waits). */
+char *pending_status_json(const char *text, const struct pod_spec *next,
+			  const struct unit_view *views, size_t n_views,
+			  bool restart);
 
 /* sweep.c */
 /* After restore: remove unit directories, runs, mounts and cgroups no

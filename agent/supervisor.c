@@ -565,14 +565,45 @@ static void collect_usage(struct supervisor *s, struct pod_status *ps)
 	free(uu);
 }
 
+/* While the pod restarts, the new spec's units are what the status
+ * describes, from the moment the spec is taken (as the kubelet lists a
+ * new pod's containers): waiting in ContainerCreating until the old
+ * units have stopped and the new records exist. */
+static void fill_restarting(const struct supervisor *s, struct pod_status *ps)
+{
+	static char creating[] = "ContainerCreating";
+
+	for (int pass = 0; pass < 2; pass++) {
+		bool init = pass == 0;
+		const struct unit_spec *v = init ? s->spec.init_units
+						 : s->spec.units;
+		size_t n = init ? s->spec.n_init_units : s->spec.n_units;
+
+		for (size_t i = 0; i < n; i++) {
+			struct unit_status *o =
+			    init ? &ps->init_units[ps->n_init_units++]
+				 : &ps->units[ps->n_units++];
+
+			o->name = v[i].name;
+			o->image = v[i].image;
+			o->started = 0;
+			o->state.kind = STATE_WAITING;
+			o->state.reason = creating;
+		}
+	}
+}
+
 static char *status_text(struct supervisor *s, const char *ip)
 {
 	struct pod_status ps = {0};
+	size_t n = s->n_units + s->spec.n_units + s->spec.n_init_units + 1;
 	char *text;
 
-	ps.units = xcalloc(s->n_units + 1, sizeof(*ps.units));
-	ps.init_units = xcalloc(s->n_units + 1, sizeof(*ps.init_units));
-	for (size_t i = 0; i < s->n_units; i++) {
+	ps.units = xcalloc(n, sizeof(*ps.units));
+	ps.init_units = xcalloc(n, sizeof(*ps.init_units));
+	if (s->pod_restarting)
+		fill_restarting(s, &ps);
+	for (size_t i = 0; i < s->n_units && !s->pod_restarting; i++) {
 		const struct unit_rec *u = &s->units[i];
 		if (u->removed)
 			continue;
@@ -607,6 +638,9 @@ static struct unit_view *unit_views(struct supervisor *s, size_t *n)
 			    xasprintf("%s/%d/log", u->dir, u->seq - 1);
 			v[k].is_init = u->is_init;
 			v[k].running = u->state.kind == STATE_RUNNING;
+			v[k].fingerprint = xstrdup(
+			    u->fingerprint && !s->pod_restarting ? u->fingerprint
+								 : "");
 			k++;
 		}
 	*n = k;
@@ -619,23 +653,64 @@ static void unit_views_free(struct unit_view *v, size_t n)
 		free(v[i].name);
 		free(v[i].log);
 		free(v[i].prev_log);
+		free(v[i].fingerprint);
 	}
 	free(v);
+}
+
+/* Does the queued spec restart the pod, against the snapshot's? Its
+ * initUnits differ (in order, by fingerprint) or its network does.
+ * Under s->mu. */
+static bool pending_restarts(const struct supervisor *s)
+{
+	const struct pod_spec *p = &s->pending_spec;
+	cleanup_free char *net = podnet_key(p);
+	size_t k = 0;
+
+	if (s->status_net && strcmp(net, s->status_net))
+		return true;
+	for (size_t i = 0; i < s->n_views; i++) {
+		const struct unit_view *v = &s->views[i];
+		if (!v->is_init)
+			continue;
+		if (k >= p->n_init_units || strcmp(v->name, p->init_units[k].name) ||
+		    !p->init_units[k].fingerprint ||
+		    strcmp(v->fingerprint, p->init_units[k].fingerprint))
+			return true;
+		k++;
+	}
+	return k != p->n_init_units;
+}
+
+/* status_text from status_base, and the queued spec if one waits. Under
+ * s->mu. */
+static void status_refresh(struct supervisor *s)
+{
+	free(s->status_text);
+	s->status_text =
+	    s->has_pending_spec
+		? pending_status_json(s->status_base, &s->pending_spec,
+				      s->views, s->n_views, pending_restarts(s))
+		: xstrdup(s->status_base ? s->status_base : "{}");
 }
 
 static void publish(struct supervisor *s)
 {
 	char *ip = pod_ip(s);
 	char *text = status_text(s, ip);
+	char *net = s->has_spec ? podnet_key(&s->spec) : NULL;
 	size_t n;
 	struct unit_view *v = unit_views(s, &n);
 
 	pthread_mutex_lock(&s->mu);
-	free(s->status_text);
-	s->status_text = text;
+	free(s->status_base);
+	s->status_base = text;
+	free(s->status_net);
+	s->status_net = net;
 	unit_views_free(s->views, s->n_views);
 	s->views = v;
 	s->n_views = n;
+	status_refresh(s);
 	free(s->pod_ip_text);
 	s->pod_ip_text = ip;
 	pthread_mutex_unlock(&s->mu);
@@ -654,6 +729,10 @@ static char *take_pending(struct supervisor *s, size_t *len, bool *quit)
 	body = s->pending;
 	*len = s->pending_len;
 	s->pending = NULL;
+	if (body && s->has_pending_spec) {
+		pod_spec_free(&s->pending_spec);
+		s->has_pending_spec = false;
+	}
 	*quit = s->quit;
 	pthread_mutex_unlock(&s->mu);
 	return body;
@@ -861,6 +940,10 @@ static void sup_free(struct supervisor *s)
 	free(s->spec_body);
 	free(s->pending);
 	free(s->status_text);
+	free(s->status_base);
+	free(s->status_net);
+	if (s->has_pending_spec)
+		pod_spec_free(&s->pending_spec);
 	unit_views_free(s->views, s->n_views);
 	free(s->pod_ip_text);
 	strv_free(s->vol_sources);
@@ -909,7 +992,6 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 
 	if (wire_parse_pod(body, len, &check, e) < 0)
 		return -1;
-	pod_spec_free(&check);
 	/* The reply is 200 only once the spec is on disk (synced, directory
 	 * too): a crash or a stop before the supervisor takes it then brings
 	 * it back from the state directory. A failed write (ENOSPC, EIO)
@@ -919,6 +1001,7 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 	pthread_mutex_lock(&s->save_mu);
 	if (fs_write_atomic(path, body, len, 0600, e) < 0) {
 		pthread_mutex_unlock(&s->save_mu);
+		pod_spec_free(&check);
 		return cerr_prefix(e, "save pod spec");
 	}
 	pthread_mutex_lock(&s->mu);
@@ -927,6 +1010,13 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 	memcpy(s->pending, body, len);
 	s->pending[len] = '\0';
 	s->pending_len = len;
+	/* From now on status describes this spec (the spec in force), not
+	 * the previous pod, until the supervisor's own snapshot of it. */
+	if (s->has_pending_spec)
+		pod_spec_free(&s->pending_spec);
+	s->pending_spec = check;
+	s->has_pending_spec = true;
+	status_refresh(s);
 	pthread_mutex_unlock(&s->mu);
 	pthread_mutex_unlock(&s->save_mu);
 	if (write(s->evfd, &one, sizeof(one)) < 0)
