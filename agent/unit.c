@@ -522,6 +522,9 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 		return;
 	}
 	u->starting = 0;
+	/* Its cgroups are below the pod's: swept once nothing runs, even
+	 * when it ended before the loop ever saw it running. */
+	s->pod_cgroup_live = true;
 	if (u->seq > 0)
 		u->restart_count++;
 	u->seq++;

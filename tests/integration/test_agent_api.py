@@ -425,6 +425,13 @@ def kill_unit_leftovers(d: str, name: str) -> None:
             os.rmdir(cg)
         except OSError:
             pass
+    # And the pod's own cgroup directories (cell/<tag>), now empty.
+    for cg in {os.path.dirname(c) for c in cgs}:
+        if os.path.basename(os.path.dirname(cg)) == "cell":
+            try:
+                os.rmdir(cg)
+            except OSError:
+                pass
     # The unit's rootfs (an overlay) is the agent's to unmount, and it is
     # gone: whatever is mounted below its directory goes now.
     with open("/proc/self/mountinfo") as f:

@@ -6,9 +6,10 @@ test, listing each one, when anything of the suite's own is left at its
 end; then removes it, so one leak does not spoil the next run.
 
 "The suite's own" is narrow on purpose, since other runs may share the
-machine: a process (and its descendants) whose executable is one of this
-build's binaries or whose command line names the session's temporary
-directory; a mount below that directory; the cgroups of a state directory
+machine: a process (and its descendants) whose command line names the
+session's temporary directory, a directory this run noted (note_root) or
+a state directory of an agent of this run (a unit's monitor names its
+run directory there); a mount below those; the cgroups of a state directory
 an agent of this run used (cell/<sha256 of the state dir>, as
 agent/supervisor.c names them); a network namespace whose name carries
 this run's tag (tests/pylib/fleet.py's, the pid)."""
@@ -88,17 +89,13 @@ def _own_procs(base: dict, build: str, roots: List[str]) -> List[int]:
     while p > 1 and p in procs and p not in ancestors:
         ancestors.add(p)
         p = procs[p][0]
-    bin_dir = os.path.join(os.path.abspath(build), "bin")
+    names = list(roots) + sorted(STATE_DIRS)
     ours = set()
     for pid, (_, start) in procs.items():
         if pid in ancestors or (pid, start) in base["procs"]:
             continue
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
-            exe = ""
         cmd = _cmdline(pid)
-        if _below(exe, bin_dir) or any(r in cmd for r in roots):
+        if any(r in cmd for r in names):
             ours.add(pid)
     grew = True
     while grew:  # their descendants: containers, execs
@@ -111,14 +108,15 @@ def _own_procs(base: dict, build: str, roots: List[str]) -> List[int]:
     return sorted(ours)
 
 
-def _own_cgroups() -> List[str]:
-    tags = {hashlib.sha256(d.encode()).hexdigest()[:16] for d in STATE_DIRS}
+def _own_cgroups() -> List[Tuple[str, str]]:
+    """(cgroup dir, the state dir it belongs to)"""
+    tags = {hashlib.sha256(d.encode()).hexdigest()[:16]: d for d in STATE_DIRS}
     found = []
     if not tags:
         return found
     for top, dirs, _ in os.walk(CGROUP_ROOT):
         if os.path.basename(top) == "cell":
-            found += [os.path.join(top, d) for d in dirs if d in tags]
+            found += [(os.path.join(top, d), tags[d]) for d in dirs if d in tags]
             dirs[:] = []
     return found
 
@@ -128,7 +126,7 @@ def leftovers(base: dict, build: str, roots: List[str]) -> List[str]:
     out = [f"process {p}: {_cmdline(p)}" for p in _own_procs(base, build, roots)]
     out += [f"mount {m}" for m in _mounts()
             if m not in base["mounts"] and any(_below(m, r) for r in roots)]
-    out += [f"cgroup {c}" for c in _own_cgroups()]
+    out += [f"cgroup {c} (of {d})" for c, d in _own_cgroups()]
     out += [f"netns {n}" for n in sorted(_netns() - base["netns"]) if run_tag() in n]
     return out
 
@@ -165,7 +163,7 @@ def clean(base: dict, build: str, roots: List[str]) -> None:
     for m in sorted((m for m in _mounts() if m not in base["mounts"]
                      and any(_below(m, r) for r in roots)), key=len, reverse=True):
         subprocess.run(["umount", "-l", m], capture_output=True, timeout=30)
-    for c in _own_cgroups():
+    for c, _ in _own_cgroups():
         for top, _, _ in sorted(os.walk(c), key=lambda t: len(t[0]), reverse=True):
             try:
                 os.rmdir(top)
