@@ -324,8 +324,7 @@ static int abs_flags(struct opts *o)
 				      &o->image_cache, &o->agent_log,
 				      &o->containers_log_dir};
 
-	if (abs_path_flags("cell-agent", names, paths, ARRAY_SIZE(names)) <
-		0 ||
+	if (abs_path_flags("cell-agent", names, paths, ARRAY_SIZE(names)) < 0 ||
 	    abs_prog_flag("cell-agent", "monitor-bin", &o->monitor_bin) < 0 ||
 	    abs_prog_flag("cell-agent", "boot-helper", &o->boot_helper) < 0 ||
 	    abs_prog_flag("cell-agent", "pull-bin", &o->pull_bin) < 0 ||

@@ -45,7 +45,8 @@ static json_t *creating(const struct unit_spec *us, const json_t *old)
 	json_t *last = old ? json_object_get(old, "lastState") : NULL;
 
 	json_object_set_new(u, "name", json_string(us->name));
-	json_object_set_new(u, "image", json_string(us->image ? us->image : ""));
+	json_object_set_new(u, "image",
+			    json_string(us->image ? us->image : ""));
 	json_object_set_new(u, "ready", json_false());
 	json_object_set_new(u, "started", json_false());
 	json_object_set_new(u, "restartCount",
@@ -53,8 +54,8 @@ static json_t *creating(const struct unit_spec *us, const json_t *old)
 	json_object_set_new(w, "reason", json_string("ContainerCreating"));
 	json_object_set_new(w, "startFailure", json_false());
 	json_object_set_new(u, "state", json_pack("{s:o}", "waiting", w));
-	json_object_set_new(u, "lastState", last ? json_deep_copy(last)
-						 : json_object());
+	json_object_set_new(u, "lastState",
+			    last ? json_deep_copy(last) : json_object());
 	return u;
 }
 
@@ -89,9 +90,9 @@ char *pending_status_json(const char *text, const struct pod_spec *next,
 		return xstrdup(text ? text : "{}");
 	units = units_for(json_object_get(root, "unitStatus"), next->units,
 			  next->n_units, false, views, n_views, restart);
-	inits = units_for(json_object_get(root, "initUnitStatus"),
-			  next->init_units, next->n_init_units, true, views,
-			  n_views, restart);
+	inits =
+	    units_for(json_object_get(root, "initUnitStatus"), next->init_units,
+		      next->n_init_units, true, views, n_views, restart);
 	json_object_set_new(root, "unitStatus", units);
 	json_object_set_new(root, "initUnitStatus", inits);
 	return json_dumps(root, JSON_COMPACT);

@@ -164,7 +164,8 @@ int record_load(struct unit_rec *u, struct cerr *e)
 	if (jint(j, "seq", 0, &v, NULL) == 0)
 		u->seq = (int)v;
 	u->starting = 0;
-	if (jint(j, "starting", 0, &v, NULL) == 0 && v > u->seq && v < INT32_MAX)
+	if (jint(j, "starting", 0, &v, NULL) == 0 && v > u->seq &&
+	    v < INT32_MAX)
 		u->starting = (int)v;
 	if (jint(j, "backoff", 0, &v, NULL) == 0)
 		u->backoff_n = (int)v;

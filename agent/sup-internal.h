@@ -27,11 +27,11 @@ struct unit_rec {
 	char *image;
 	enum unit_phase phase;
 	int restart_count;
-	int seq;		 /* the run number: its directory's name */
-	int starting;		 /* > seq: that run's monitor is being started */
-	uint64_t not_before_ns;	 /* monotonic: back-off until then */
-	int backoff_n;		 /* restarts in a row without a long run */
-	bool removed;		 /* drop the record once it has stopped */
+	int seq;		/* the run number: its directory's name */
+	int starting;		/* > seq: that run's monitor is being started */
+	uint64_t not_before_ns; /* monotonic: back-off until then */
+	int backoff_n;		/* restarts in a row without a long run */
+	bool removed;		/* drop the record once it has stopped */
 	bool restart_after_stop; /* its spec changed: run again at once */
 	bool ready;
 	int started; /* -1 null, 0, 1 */
@@ -123,7 +123,7 @@ struct supervisor {
 	char **warned;		/* the last spec's warnings, logged once */
 	int64_t pod_memory_cap; /* bytes for all units together; 0 none */
 	bool pod_failed;
-	bool pod_restarting;  /* initUnits changed: stop all, then start over */
+	bool pod_restarting; /* initUnits changed: stop all, then start over */
 	/* After an agent restart: the records (what runs) are still to be
 	 * compared with the spec in force, once every run is adopted. */
 	bool recheck;

@@ -575,8 +575,8 @@ static void fill_restarting(const struct supervisor *s, struct pod_status *ps)
 
 	for (int pass = 0; pass < 2; pass++) {
 		bool init = pass == 0;
-		const struct unit_spec *v = init ? s->spec.init_units
-						 : s->spec.units;
+		const struct unit_spec *v =
+		    init ? s->spec.init_units : s->spec.units;
 		size_t n = init ? s->spec.n_init_units : s->spec.n_units;
 
 		for (size_t i = 0; i < n; i++) {
@@ -638,9 +638,10 @@ static struct unit_view *unit_views(struct supervisor *s, size_t *n)
 			    xasprintf("%s/%d/log", u->dir, u->seq - 1);
 			v[k].is_init = u->is_init;
 			v[k].running = u->state.kind == STATE_RUNNING;
-			v[k].fingerprint = xstrdup(
-			    u->fingerprint && !s->pod_restarting ? u->fingerprint
-								 : "");
+			v[k].fingerprint =
+			    xstrdup(u->fingerprint && !s->pod_restarting
+					? u->fingerprint
+					: "");
 			k++;
 		}
 	*n = k;
@@ -673,7 +674,8 @@ static bool pending_restarts(const struct supervisor *s)
 		const struct unit_view *v = &s->views[i];
 		if (!v->is_init)
 			continue;
-		if (k >= p->n_init_units || strcmp(v->name, p->init_units[k].name) ||
+		if (k >= p->n_init_units ||
+		    strcmp(v->name, p->init_units[k].name) ||
 		    !p->init_units[k].fingerprint ||
 		    strcmp(v->fingerprint, p->init_units[k].fingerprint))
 			return true;

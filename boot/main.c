@@ -220,9 +220,9 @@ int main(int argc, char **argv)
 		return BOOT_EXIT_USAGE;
 	}
 	{
-		static const char *const names[] = {
-		    "boot-dir", "userdata-dir", "ca-bundle", "agent-path",
-		    "state-dir"};
+		static const char *const names[] = {"boot-dir", "userdata-dir",
+						    "ca-bundle", "agent-path",
+						    "state-dir"};
 		const char **const paths[] = {&o.boot_dir, &o.userdata_dir,
 					      &o.ca_bundle, &o.agent_path,
 					      &o.state_dir};

@@ -278,9 +278,8 @@ static int abs_flags(struct cli *c)
 	    "extract-to", "mount",   "upper-dir", "save-config",
 	    "workdir",	  "unmount", "auth-file", "ca-file"};
 	const char **const paths[] = {
-	    &c->o.extract_to, &c->o.mount_at, &c->o.upper_dir,
-	    &c->save_config,  &c->o.workdir,  &c->unmount,
-	    &c->o.auth_file,  &c->o.ca_file};
+	    &c->o.extract_to, &c->o.mount_at, &c->o.upper_dir, &c->save_config,
+	    &c->o.workdir,    &c->unmount,    &c->o.auth_file, &c->o.ca_file};
 
 	return abs_path_flags("cell-pull", names, paths, ARRAY_SIZE(names));
 }

@@ -177,8 +177,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	 * state file are found again by later runs from elsewhere. */
 	{
 		static const char *const names[] = {"netns-dir", "state-dir"};
-		const char **const paths[] = {&c->o.netns_dir,
-					      &c->o.state_dir};
+		const char **const paths[] = {&c->o.netns_dir, &c->o.state_dir};
 
 		if (abs_path_flags("cell-net", names, paths, 2) < 0)
 			return 2;

@@ -93,7 +93,8 @@ struct run_config {
 	char *log_link; /* NULL, or a symlink to log_path made at start */
 	int64_t grace_seconds; /* SIGTERM → SIGKILL delay on stop */
 	bool tty;	       /* not supported yet: must be false */
-	bool open_stdin; /* stdin: a FIFO in the run directory; else /dev/null */
+	bool
+	    open_stdin; /* stdin: a FIFO in the run directory; else /dev/null */
 };
 
 /* Parse run.json. Pure: no system calls, so it is fuzzed. Every field is
