@@ -516,15 +516,15 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 	free(u->net);
 	u->net = podnet_key(&s->spec);
 	record_save(u, &e);
+	/* Its cgroups go below the pod's: swept once nothing runs, even when
+	 * it ends (or fails to start) before the loop sees it running. */
+	s->pod_cgroup_live = true;
 	if (configure_and_start(s, u, run, &e) < 0) {
 		u->starting = 0;
 		start_failed(s, u, true, &e);
 		return;
 	}
 	u->starting = 0;
-	/* Its cgroups are below the pod's: swept once nothing runs, even
-	 * when it ended before the loop ever saw it running. */
-	s->pod_cgroup_live = true;
 	if (u->seq > 0)
 		u->restart_count++;
 	u->seq++;
