@@ -372,8 +372,13 @@ tsan:
 
 # A long run against leaks (issue 14), not in check or CI: SOAK_MINUTES
 # (default 30) of churn, then leaked processes, mounts, cgroups, fds and RSS.
+# Then 50 rounds of spec changes with the agent killed (-9) at random
+# moments (issue 18; `make check` runs 4).
 soak: all
 	CELL_BUILD=$(abspath $(OUT)) /usr/bin/python3 tests/soak/soak.py
+	CELL_BUILD=$(abspath $(OUT)) CELL_DURABLE_ROUNDS=$${CELL_DURABLE_ROUNDS:-50} \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider \
+		tests/integration/test_agent_durable.py -k random_moments
 
 # make install PREFIX=/usr/local DESTDIR=: binaries, docs, and the systemd
 # units and OpenRC scripts from image-build/init with their paths filled in.

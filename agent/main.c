@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "abspath.h"
 #include "agent-internal.h"
 #include "api.h"
 #include "bootrun.h"
@@ -432,6 +433,28 @@ static int parse_seccomp_arg(int c, struct opts *o)
 }
 
 /* 0 go on, 1 exit 0 (help, version), -1 exit 2. */
+/* Every path flag absolute from here on: the state directory reaches
+ * the puller (which changes directory to mount), the monitor and the
+ * units' cgroup names, so a relative one would mean something else
+ * there. */
+static int abs_flags(struct opts *o)
+{
+	static const char *const names[] = {"boot-dir", "state-dir",
+					    "image-cache", "agent-log",
+					    "containers-log-dir"};
+	const char **const paths[] = {&o->boot_dir, &o->state_dir,
+				      &o->image_cache, &o->agent_log,
+				      &o->containers_log_dir};
+
+	if (abs_path_flags("cell-agent", names, paths, ARRAY_SIZE(names)) < 0 ||
+	    abs_prog_flag("cell-agent", "monitor-bin", &o->monitor_bin) < 0 ||
+	    abs_prog_flag("cell-agent", "boot-helper", &o->boot_helper) < 0 ||
+	    abs_prog_flag("cell-agent", "pull-bin", &o->pull_bin) < 0 ||
+	    abs_prog_flag("cell-agent", "unpack-bin", &o->unpack_bin) < 0)
+		return -1;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	int c, r;
@@ -541,7 +564,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			argv[optind]);
 		return -1;
 	}
-	return 0;
+	return abs_flags(o);
 }
 
 /* The boot directory, from the command line only (the config file lives
@@ -677,6 +700,9 @@ static int be_attach_stdin(void *ctx, const char *unit, struct cerr *e)
 		return -1;
 	p = xasprintf("%s/stdin", dirname(log));
 	fd = open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOENT)
+		return cerr_set(e, EINVAL, "unit %s was not started with stdin",
+				unit && *unit ? unit : "(first)");
 	if (fd < 0)
 		return cerr_sys(e, "open %s", p);
 	return fd;

@@ -145,6 +145,12 @@ static void forget(struct podnet *pn)
 	pn->ready = false;
 }
 
+/* The network an earlier agent left is kept as found, even when the spec
+ * in force wants another one (a spec that changed the pod IP was saved
+ * and the agent killed before it restarted the pod): units re-adopted
+ * from the records still run in it. The recheck after restore sees the
+ * difference (podnet_differs) and restarts the pod, which tears it down
+ * once those units have stopped (podnet_release). */
 void podnet_restore(struct supervisor *s)
 {
 	struct net_opts o;
@@ -152,7 +158,7 @@ void podnet_restore(struct supervisor *s)
 	struct cerr e = {0};
 	int r;
 
-	if (!s->has_spec || !wants_netns(&s->spec))
+	if (!s->has_spec || !enabled())
 		return;
 	base_opts(&o);
 	r = net_check(&o, &info, &e);
@@ -160,21 +166,42 @@ void podnet_restore(struct supervisor *s)
 		log_warn("pod network: %s", e.msg);
 	if (r <= 0)
 		return;
-	if (!info.pod_ip || strcmp(info.pod_ip, s->spec.pod_ip)) {
-		log_warn("pod network %s is for %s, not %s; replacing it",
-			 info.netns_path, info.pod_ip, s->spec.pod_ip);
-		if (net_teardown(&o, &e) < 0)
-			log_error("pod network: %s", e.msg);
-		net_info_free(&info);
-		return;
-	}
-	log_info("pod network %s (%s) found and kept", info.netns_path,
-		 info.pod_ip);
 	s->net.ready = true;
 	s->net.netns_path = steal_ptr(&info.netns_path);
-	s->net.key = net_key(&s->spec, true);
-	s->net.base = net_key(&s->spec, false);
+	if (wants_netns(&s->spec) && info.pod_ip &&
+	    !strcmp(info.pod_ip, s->spec.pod_ip)) {
+		log_info("pod network %s (%s) found and kept",
+			 s->net.netns_path, info.pod_ip);
+		s->net.key = net_key(&s->spec, true);
+		s->net.base = net_key(&s->spec, false);
+	} else {
+		log_warn("pod network %s is for %s, not for the spec in force; "
+			 "the pod restarts into a new one",
+			 s->net.netns_path, info.pod_ip ? info.pod_ip : "?");
+		s->net.base =
+		    xasprintf("%s|0", info.pod_ip ? info.pod_ip : "?");
+		s->net.key = xstrdup(s->net.base);
+	}
 	net_info_free(&info);
+}
+
+char *podnet_key(const struct pod_spec *p)
+{
+	return net_key(p, false);
+}
+
+bool podnet_differs(const struct supervisor *s, const char *run_key)
+{
+	char *want;
+	bool differs;
+
+	if (!s->has_spec)
+		return false;
+	want = net_key(&s->spec, false);
+	differs = (run_key && *run_key && strcmp(run_key, want)) ||
+		  (s->net.ready && s->net.base && strcmp(s->net.base, want));
+	free(want);
+	return differs;
 }
 
 bool podnet_changed(const struct supervisor *s, const struct pod_spec *next)

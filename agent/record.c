@@ -4,6 +4,7 @@
  * file per unit, written atomically. What a run itself did is in the run's
  * directory (the monitor's state.json and exit.json). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +41,7 @@ void unit_rec_free(struct unit_rec *u)
 	free(u->pull);
 	free(u->name);
 	free(u->fingerprint);
+	free(u->net);
 	free(u->image);
 	free(u->dir);
 	strv_free(u->devices);
@@ -97,9 +99,13 @@ int record_save(const struct unit_rec *u, struct cerr *e)
 	json_object_set_new(j, "fingerprint",
 			    json_string(u->fingerprint ? u->fingerprint : ""));
 	json_object_set_new(j, "image", json_string(u->image ? u->image : ""));
+	if (u->net)
+		json_object_set_new(j, "podNet", json_string(u->net));
 	json_object_set_new(j, "phase", json_integer(u->phase));
 	json_object_set_new(j, "restartCount", json_integer(u->restart_count));
 	json_object_set_new(j, "seq", json_integer(u->seq));
+	if (u->starting > u->seq)
+		json_object_set_new(j, "starting", json_integer(u->starting));
 	json_object_set_new(j, "backoff", json_integer(u->backoff_n));
 	json_object_set_new(j, "state", state_json(&u->state));
 	json_object_set_new(j, "lastState", state_json(&u->last_state));
@@ -157,12 +163,18 @@ int record_load(struct unit_rec *u, struct cerr *e)
 		return -1;
 	free(u->fingerprint);
 	u->fingerprint = jstrdup(j, "fingerprint");
+	free(u->net);
+	u->net = jstrdup(j, "podNet");
 	if (jint(j, "phase", 0, &v, NULL) == 0 && v >= 0 && v <= PH_FAILED)
 		u->phase = (enum unit_phase)v;
 	if (jint(j, "restartCount", 0, &v, NULL) == 0)
 		u->restart_count = (int)v;
 	if (jint(j, "seq", 0, &v, NULL) == 0)
 		u->seq = (int)v;
+	u->starting = 0;
+	if (jint(j, "starting", 0, &v, NULL) == 0 && v > u->seq &&
+	    v < INT32_MAX)
+		u->starting = (int)v;
 	if (jint(j, "backoff", 0, &v, NULL) == 0)
 		u->backoff_n = (int)v;
 	state_from(json_object_get(j, "state"), &u->state);

@@ -23,14 +23,16 @@ struct unit_rec {
 	char *name;
 	bool is_init;
 	const struct unit_spec *spec; /* in sup->spec; NULL when removed */
-	char *fingerprint;
+	char *fingerprint; /* of the spec its current run started with */
+	char *net;	   /* podnet_key of the pod its current run joined */
 	char *image;
 	enum unit_phase phase;
 	int restart_count;
-	int seq;		 /* the run number: its directory's name */
-	uint64_t not_before_ns;	 /* monotonic: back-off until then */
-	int backoff_n;		 /* restarts in a row without a long run */
-	bool removed;		 /* drop the record once it has stopped */
+	int seq;		/* the run number: its directory's name */
+	int starting;		/* > seq: that run's monitor is being started */
+	uint64_t not_before_ns; /* monotonic: back-off until then */
+	int backoff_n;		/* restarts in a row without a long run */
+	bool removed;		/* drop the record once it has stopped */
 	bool restart_after_stop; /* its spec changed: run again at once */
 	bool ready;
 	int started; /* -1 null, 0, 1 */
@@ -109,10 +111,16 @@ struct supervisor {
 	struct unit_view {
 		char *name;
 		char *log, *prev_log; /* the current and the previous run's */
+		char *fingerprint;    /* of the spec it runs */
 		bool is_init, running;
 	} * views;
 	size_t n_views;
 	char *pod_ip_text;
+	/* A spec queued and not yet taken (pending_spec above): status
+	 * describes it already (pendstatus.c), from the supervisor's last
+	 * snapshot (status_base) and the network that snapshot's spec wanted
+	 * (status_net). */
+	char *status_base, *status_net;
 	bool quit;
 	/* Owned by the supervisor thread. */
 	char *spec_body;
@@ -124,7 +132,10 @@ struct supervisor {
 	char **warned;		/* the last spec's warnings, logged once */
 	int64_t pod_memory_cap; /* bytes for all units together; 0 none */
 	bool pod_failed;
-	bool pod_restarting;  /* initUnits changed: stop all, then start over */
+	bool pod_restarting; /* initUnits changed: stop all, then start over */
+	/* After an agent restart: the records (what runs) are still to be
+	 * compared with the spec in force, once every run is adopted. */
+	bool recheck;
 	bool pod_cgroup_live; /* a unit ran since the pod's cgroups last went */
 	uint64_t pod_seen_ns; /* activeDeadlineSeconds counts from here */
 	bool deadline_hit;
@@ -146,6 +157,9 @@ void unit_exited(struct supervisor *s, struct unit_rec *u);
 void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
 /* Re-adopt a unit's current run after an agent restart. */
 void unit_adopt(struct supervisor *s, struct unit_rec *u);
+/* Before unit_adopt: make a run the record says was being started the
+ * current one when its monitor got going. */
+void unit_adopt_starting(struct supervisor *s, struct unit_rec *u);
 char *unit_run_dir(const struct unit_rec *u, int seq);
 /* Remove a run's directory (its rootfs unmounted first). */
 void unit_drop_run(const struct unit_rec *u, int seq);
@@ -177,6 +191,13 @@ void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
  * reason DeadlineExceeded and fail the pod (once per tick). */
 void deadline_tick(struct supervisor *s);
 
+/* pendstatus.c */
+/* The status text once next is in force, from the supervisor's snapshot
+ * text and its views; restart: next restarts the pod (every unit waits). */
+char *pending_status_json(const char *text, const struct pod_spec *next,
+			  const struct unit_view *views, size_t n_views,
+			  bool restart);
+
 /* sweep.c */
 /* After restore: remove unit directories, runs, mounts and cgroups no
  * record names and no live process uses; adopt (as removed) and stop a
@@ -188,6 +209,9 @@ void sweep_pod_cgroup(struct supervisor *s);
 /* Remove a run (or unit) directory: a dead monitor's cgroups, every mount
  * below it, then the tree. */
 void run_dir_remove(const char *run);
+/* Does a running process name something below run (a monitor about to
+ * take its lock, an exec, a pull)? */
+bool run_dir_in_use(const char *run);
 
 /* podns.c: namespaceOptions.pid and .ipc (POD: one namespace for the
  * pod's units, held by `cell-monitor pod-init`; NODE: the cell's). */
@@ -206,6 +230,12 @@ void podns_tick(struct supervisor *s);
 /* podnet.c */
 /* After an agent restart: find the recorded network and keep it. */
 void podnet_restore(struct supervisor *s);
+/* What the pod's network depends on (pod IP, hostNetwork), as a string
+ * that changes when the network must (caller frees). */
+char *podnet_key(const struct pod_spec *p);
+/* Does the network found at restore, or the one a record's run joined,
+ * differ from what the spec in force wants? */
+bool podnet_differs(const struct supervisor *s, const char *run_key);
 /* Does next change the pod IP or hostNetwork (a pod restart)? */
 bool podnet_changed(const struct supervisor *s, const struct pod_spec *next);
 /* With every unit stopped: tear the network down unless the spec still

@@ -31,6 +31,9 @@
 #include "volumes.h"
 
 #define POD_FILE "pod.json"
+/* Present while a pod restart is under way: an agent killed between its
+ * steps (some records gone, some not) starts it over at restore. */
+#define RESTART_FILE "pod-restart"
 #define TICK_MS 1000
 
 static uint64_t real_now(void)
@@ -191,6 +194,24 @@ static void respec(struct unit_rec *u, const struct pod_spec *next)
 	u->image = xstrdup(ns->image);
 }
 
+static void restart_mark(struct supervisor *s, bool on)
+{
+	cleanup_free char *p = xasprintf("%s/%s", s->o.state_dir, RESTART_FILE);
+	struct cerr e = {0};
+
+	if (on && fs_replace(p, "", 0, 0600, &e) < 0)
+		log_warn("pod restart: %s", e.msg);
+	if (!on && unlink(p) < 0 && errno != ENOENT)
+		log_warn("pod restart: unlink %s: %m", p);
+}
+
+static bool restart_marked(const struct supervisor *s)
+{
+	cleanup_free char *p = xasprintf("%s/%s", s->o.state_dir, RESTART_FILE);
+
+	return fs_exists(p);
+}
+
 /* Carry out plan_spec's decisions for the next spec. */
 static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 			    const struct pod_spec *next)
@@ -203,6 +224,7 @@ static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 		switch (a->op) {
 		case PLAN_POD_RESTART:
 			s->pod_restarting = true;
+			restart_mark(s, true);
 			/* Every record goes with the old spec. */
 			for (size_t k = 0; k < s->n_units; k++) {
 				s->units[k].spec = NULL;
@@ -234,7 +256,8 @@ static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 	}
 }
 
-static void plan_next_spec(struct supervisor *s, const struct pod_spec *next)
+static void plan_next_spec(struct supervisor *s, const struct pod_spec *next,
+			   bool net_changed)
 {
 	cleanup_free struct plan_unit *view = plan_view(s);
 	struct plan_next pn = {.init_units = next->init_units,
@@ -242,8 +265,7 @@ static void plan_next_spec(struct supervisor *s, const struct pod_spec *next)
 			       .n_init_units = next->n_init_units,
 			       .n_units = next->n_units,
 			       .grace_s = next->termination_grace_s,
-			       .net_changed = podnet_changed(s, next) ||
-					      podns_changed(s, next)};
+			       .net_changed = net_changed};
 	struct plan p = {0};
 
 	plan_spec(view, s->n_units, &pn, &p);
@@ -297,7 +319,8 @@ static void take_spec(struct supervisor *s, char *body, struct pod_spec *next)
 
 	log_warnings(s, next);
 	if (s->has_spec)
-		plan_next_spec(s, next);
+		plan_next_spec(
+		    s, next, podnet_changed(s, next) || podns_changed(s, next));
 	if (s->has_spec)
 		pod_spec_free(&s->spec);
 	s->spec = *next;
@@ -351,6 +374,7 @@ static enum applied apply_one(struct supervisor *s, const struct plan_action *a)
 	switch (a->op) {
 	case PLAN_FINISH_RESTART:
 		drop_removed(s);
+		restart_mark(s, false);
 		podnet_release(s);
 		s->pod_restarting = false;
 		s->pod_failed = false;
@@ -398,12 +422,59 @@ static void make_plan(struct supervisor *s, struct plan *p)
 	plan_tick(&pod, p);
 }
 
+/* After an agent restart, before anything starts: adopt what still runs
+ * (a monitor still setting up is asked again soon). True while one is
+ * still pending. */
+static bool adopt_pending(struct supervisor *s)
+{
+	bool pending = false;
+
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+
+		if (u->pidfd >= 0 ||
+		    (u->phase != PH_RUNNING && u->phase != PH_STOPPING))
+			continue;
+		unit_adopt(s, u);
+		if (u->pidfd < 0 &&
+		    (u->phase == PH_RUNNING || u->phase == PH_STOPPING))
+			pending = true;
+	}
+	return pending;
+}
+
+/* The records say what runs; the spec on disk is the one in force, and
+ * it may be newer than what runs (saved, answered 200, and the agent
+ * killed before it carried the change out). Compare them as a new spec
+ * is compared: a changed unit restarts, a removed one stops, a changed
+ * network or initUnits restarts the pod. */
+static void recheck_spec(struct supervisor *s)
+{
+	bool net = podnet_differs(s, NULL) || restart_marked(s);
+
+	for (size_t i = 0; i < s->n_units && !net; i++) {
+		const struct unit_rec *u = &s->units[i];
+		if (!u->removed && active(u))
+			net = podnet_differs(s, u->net);
+	}
+	plan_next_spec(s, &s->spec, net);
+}
+
 static void reconcile(struct supervisor *s)
 {
 	struct plan p = {0};
 
 	netagent_tick(s);
 	sweep_pod_cgroup(s);
+	if (s->recheck) {
+		if (adopt_pending(s)) {
+			s->wake_ns = s->ops->now() + PLAN_ADOPT_RETRY_NS;
+			return;
+		}
+		s->recheck = false;
+		if (s->has_spec)
+			recheck_spec(s);
+	}
 	podns_tick(s);
 	deadline_tick(s);
 	/* A plan that changed the records (dropped some, started the pod
@@ -518,14 +589,45 @@ static void collect_usage(struct supervisor *s, struct pod_status *ps)
 	free(uu);
 }
 
+/* While the pod restarts, the new spec's units are what the status
+ * describes, from the moment the spec is taken (as the kubelet lists a
+ * new pod's containers): waiting in ContainerCreating until the old
+ * units have stopped and the new records exist. */
+static void fill_restarting(const struct supervisor *s, struct pod_status *ps)
+{
+	static char creating[] = "ContainerCreating";
+
+	for (int pass = 0; pass < 2; pass++) {
+		bool init = pass == 0;
+		const struct unit_spec *v =
+		    init ? s->spec.init_units : s->spec.units;
+		size_t n = init ? s->spec.n_init_units : s->spec.n_units;
+
+		for (size_t i = 0; i < n; i++) {
+			struct unit_status *o =
+			    init ? &ps->init_units[ps->n_init_units++]
+				 : &ps->units[ps->n_units++];
+
+			o->name = v[i].name;
+			o->image = v[i].image;
+			o->started = 0;
+			o->state.kind = STATE_WAITING;
+			o->state.reason = creating;
+		}
+	}
+}
+
 static char *status_text(struct supervisor *s, const char *ip)
 {
 	struct pod_status ps = {0};
+	size_t n = s->n_units + s->spec.n_units + s->spec.n_init_units + 1;
 	char *text;
 
-	ps.units = xcalloc(s->n_units + 1, sizeof(*ps.units));
-	ps.init_units = xcalloc(s->n_units + 1, sizeof(*ps.init_units));
-	for (size_t i = 0; i < s->n_units; i++) {
+	ps.units = xcalloc(n, sizeof(*ps.units));
+	ps.init_units = xcalloc(n, sizeof(*ps.init_units));
+	if (s->pod_restarting)
+		fill_restarting(s, &ps);
+	for (size_t i = 0; i < s->n_units && !s->pod_restarting; i++) {
 		const struct unit_rec *u = &s->units[i];
 		if (u->removed)
 			continue;
@@ -560,6 +662,10 @@ static struct unit_view *unit_views(struct supervisor *s, size_t *n)
 			    xasprintf("%s/%d/log", u->dir, u->seq - 1);
 			v[k].is_init = u->is_init;
 			v[k].running = u->state.kind == STATE_RUNNING;
+			v[k].fingerprint =
+			    xstrdup(u->fingerprint && !s->pod_restarting
+					? u->fingerprint
+					: "");
 			k++;
 		}
 	*n = k;
@@ -572,23 +678,65 @@ static void unit_views_free(struct unit_view *v, size_t n)
 		free(v[i].name);
 		free(v[i].log);
 		free(v[i].prev_log);
+		free(v[i].fingerprint);
 	}
 	free(v);
+}
+
+/* Does the queued spec restart the pod, against the snapshot's? Its
+ * initUnits differ (in order, by fingerprint) or its network does.
+ * Under s->mu. */
+static bool pending_restarts(const struct supervisor *s)
+{
+	const struct pod_spec *p = s->pending_spec;
+	cleanup_free char *net = podnet_key(p);
+	size_t k = 0;
+
+	if (s->status_net && strcmp(net, s->status_net))
+		return true;
+	for (size_t i = 0; i < s->n_views; i++) {
+		const struct unit_view *v = &s->views[i];
+		if (!v->is_init)
+			continue;
+		if (k >= p->n_init_units ||
+		    strcmp(v->name, p->init_units[k].name) ||
+		    !p->init_units[k].fingerprint ||
+		    strcmp(v->fingerprint, p->init_units[k].fingerprint))
+			return true;
+		k++;
+	}
+	return k != p->n_init_units;
+}
+
+/* status_text from status_base, and the queued spec if one waits. Under
+ * s->mu. */
+static void status_refresh(struct supervisor *s)
+{
+	free(s->status_text);
+	s->status_text =
+	    s->pending_spec
+		? pending_status_json(s->status_base, s->pending_spec, s->views,
+				      s->n_views, pending_restarts(s))
+		: xstrdup(s->status_base ? s->status_base : "{}");
 }
 
 static void publish(struct supervisor *s)
 {
 	char *ip = pod_ip(s);
 	char *text = status_text(s, ip);
+	char *net = s->has_spec ? podnet_key(&s->spec) : NULL;
 	size_t n;
 	struct unit_view *v = unit_views(s, &n);
 
 	pthread_mutex_lock(&s->mu);
-	free(s->status_text);
-	s->status_text = text;
+	free(s->status_base);
+	s->status_base = text;
+	free(s->status_net);
+	s->status_net = net;
 	unit_views_free(s->views, s->n_views);
 	s->views = v;
 	s->n_views = n;
+	status_refresh(s);
 	free(s->pod_ip_text);
 	s->pod_ip_text = ip;
 	pthread_mutex_unlock(&s->mu);
@@ -709,9 +857,12 @@ static void restore(struct supervisor *s)
 			free(u->dir);
 			u->dir = legacy;
 		}
-		if (record_load(u, &e) == 0)
+		if (record_load(u, &e) == 0) {
+			unit_adopt_starting(s, u);
 			unit_adopt(s, u);
+		}
 	}
+	s->recheck = true;
 	if (prepare_volumes(s, &e) < 0)
 		log_error("volumes: %s", e.msg);
 }
@@ -820,6 +971,8 @@ static void sup_free(struct supervisor *s)
 	free(s->pending);
 	spec_drop(s->pending_spec);
 	free(s->status_text);
+	free(s->status_base);
+	free(s->status_net);
 	unit_views_free(s->views, s->n_views);
 	free(s->pod_ip_text);
 	strv_free(s->vol_sources);
@@ -891,6 +1044,9 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 	memcpy(s->pending, body, len);
 	s->pending[len] = '\0';
 	s->pending_len = len;
+	/* From now on status describes this spec (the spec in force), not
+	 * the previous pod, until the supervisor's own snapshot of it. */
+	status_refresh(s);
 	pthread_mutex_unlock(&s->mu);
 	pthread_mutex_unlock(&s->save_mu);
 	if (write(s->evfd, &one, sizeof(one)) < 0)

@@ -35,7 +35,7 @@ static void add_arg(char ***v, size_t *n, const char *a, size_t len)
 	(*v)[*n] = NULL;
 }
 
-/* Every argument of every process that names something below units (the
+/* Every argument of every process that names units or something below it (the
  * monitors' run directories, cell-pull's --mount target, exec helpers). */
 static char **live_args(const char *units)
 {
@@ -58,7 +58,8 @@ static char **live_args(const char *units)
 		for (size_t off = 0, al; off < b.len; off += al + 1) {
 			const char *a = b.data + off;
 			al = strnlen(a, b.len - off);
-			if (al > ul && !strncmp(a, units, ul) && a[ul] == '/')
+			if (al >= ul && !strncmp(a, units, ul) &&
+			    (al == ul || a[ul] == '/'))
 				add_arg(&v, &n, a, al);
 		}
 		buf_free(&b);
@@ -76,6 +77,15 @@ static bool in_use(char *const *args, const char *dir)
 		    ((*args)[dl] == '\0' || (*args)[dl] == '/'))
 			return true;
 	return false;
+}
+
+bool run_dir_in_use(const char *run)
+{
+	char **args = live_args(run);
+	bool used = args[0] != NULL;
+
+	strv_free(args);
+	return used;
 }
 
 /* Does the run's own record say its monitor lives (or is starting)? Asked

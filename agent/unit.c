@@ -433,6 +433,9 @@ static int build_config(struct supervisor *s, struct unit_rec *u,
 	if (seccomp_policy_for(&us->seccomp, &s->spec.seccomp, rc->caps,
 			       &rc->seccomp_bpf, &rc->seccomp_len, e) < 0)
 		return -1;
+	/* stdin: true: a FIFO an interactive attach writes into; else the
+	 * workload reads /dev/null (EOF), as under the kubelet. */
+	rc->open_stdin = us->stdin_open;
 	rc->cwd =
 	    xstrdup(us->working_dir && *us->working_dir	    ? us->working_dir
 		    : img->working_dir && *img->working_dir ? img->working_dir
@@ -663,10 +666,22 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 	struct cerr e = {0};
 	int r;
 
+	/* The run is recorded before its monitor starts: an agent killed
+	 * between the two finds it at restore (unit_adopt_starting), rather
+	 * than a live run that no record names. */
+	u->starting = u->seq + 1;
+	free(u->net);
+	u->net = podnet_key(&s->spec);
+	record_save(u, &e);
+	/* Its cgroups go below the pod's: swept once nothing runs, even when
+	 * it ends (or fails to start) before the loop sees it running. */
+	s->pod_cgroup_live = true;
 	if (configure_and_start(s, u, run, &e) < 0) {
+		u->starting = 0;
 		start_failed(s, u, true, &e);
 		return;
 	}
+	u->starting = 0;
 	if (u->seq > 0)
 		u->restart_count++;
 	u->seq++;
@@ -744,6 +759,7 @@ int unit_start(struct supervisor *s, struct unit_rec *u)
 
 	cgprime_kick();
 	unit_drop_run(u, u->seq - 1); /* keep only the previous run */
+	unit_drop_run(u, u->seq + 1); /* a start that never got going */
 	if (fs_rm_rf(run, &e) < 0 || fs_mkdir_p(run, 0700, &e) < 0) {
 		start_failed(s, u, false, &e);
 		return -1;
@@ -962,6 +978,34 @@ void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 	unit_send_stop(s, u, grace);
 }
 
+/* After an agent restart, when the record says a run was being started:
+ * a run whose monitor got going (or is still setting up) becomes the
+ * unit's current run, as if the agent had lived to record it. */
+void unit_adopt_starting(struct supervisor *s, struct unit_rec *u)
+{
+	cleanup_free char *run = NULL;
+	struct unit_runtime_state st = {0};
+	struct cerr e = {0};
+	int n = u->starting;
+
+	(void)s;
+	u->starting = 0;
+	if (n != u->seq + 1)
+		return;
+	run = unit_run_dir(u, n);
+	if (runtime_read_state(run, &st, &e) < 0 && e.code != EAGAIN &&
+	    !run_dir_in_use(run))
+		return; /* never got going: unit_start removes the directory */
+	runtime_state_free(&st);
+	if (u->seq > 0)
+		u->restart_count++;
+	u->seq = n;
+	u->phase = PH_RUNNING;
+	log_info("unit %s: run %d was being started; adopting it", u->name, n);
+	if (record_save(u, &e) < 0)
+		log_warn("unit %s: %s", u->name, e.msg);
+}
+
 /* After an agent restart: find the unit's current run where the monitor
  * left it. */
 void unit_adopt(struct supervisor *s, struct unit_rec *u)
@@ -974,7 +1018,10 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 	if (u->phase != PH_RUNNING && u->phase != PH_STOPPING)
 		return;
 	if (u->seq <= 0 || runtime_read_state(run, &st, &e) < 0) {
-		if (e.code == EAGAIN) {
+		/* A monitor just spawned has not taken its lock yet: its
+		 * command line names the run. */
+		if (e.code == EAGAIN ||
+		    (u->seq > 0 && e.code == ENOENT && run_dir_in_use(run))) {
 			/* A monitor still holds the run but has not written
 			 * state.json yet: never start a second copy. The plan
 			 * asks again shortly (PLAN_ADOPT_RETRY_NS); nothing
@@ -989,7 +1036,11 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 		log_info("unit %s: re-adopted run %d (monitor %d)", u->name,
 			 u->seq, (int)st.monitor_pid);
 		unit_watch(s, u, pidfd);
-		if (u->phase == PH_RUNNING)
+		if (u->phase == PH_RUNNING && u->state.kind != STATE_RUNNING)
+			set_running(s, u, /* a run unit_adopt_starting found */
+				    st.started_at_ns ? st.started_at_ns
+						     : wall_ns());
+		else if (u->phase == PH_RUNNING)
 			unit_probes_restart(s, u);
 		runtime_state_free(&st);
 		return;

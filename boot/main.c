@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abspath.h"
 #include "boot.h"
 #include "log.h"
 #include "util.h"
@@ -218,6 +219,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cell-boot: unexpected argument '%s'\n",
 			argv[optind]);
 		return BOOT_EXIT_USAGE;
+	}
+	{
+		static const char *const names[] = {"boot-dir", "userdata-dir",
+						    "ca-bundle", "agent-path",
+						    "state-dir"};
+		const char **const paths[] = {&o.boot_dir, &o.userdata_dir,
+					      &o.ca_bundle, &o.agent_path,
+					      &o.state_dir};
+
+		if (abs_path_flags("cell-boot", names, paths,
+				   ARRAY_SIZE(names)) < 0)
+			return BOOT_EXIT_USAGE;
 	}
 	if (verbose)
 		log_init("cell-boot", LOG_DEBUG);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "abspath.h"
 #include "cloudinit.h"
 #include "log.h"
 #include "util.h"
@@ -232,6 +233,19 @@ static int one_opt(struct cli *c, int opt, const char *arg)
 	}
 }
 
+/* Path flags absolute from the start: commands run with --root as their
+ * directory, and the markers and log must not move with it. */
+static int abs_flags(struct ci_opts *o)
+{
+	static const char *const names[] = {"file", "meta-data", "seed-dir",
+					    "state-dir", "log-file"};
+	const char **const paths[] = {&o->file, &o->meta_data, &o->seed_dir,
+				      &o->state_dir, &o->log_file};
+
+	return abs_path_flags("cell-cloudinit", names, paths,
+			      ARRAY_SIZE(names));
+}
+
 /* --file and --url pick their datasource; a conflicting one is an error. */
 static int check(struct cli *c)
 {
@@ -277,5 +291,7 @@ int main(int argc, char **argv)
 	if (!realpath(c.o.root ? c.o.root : "/", root))
 		return usage_error("--root %s: no such directory", c.o.root);
 	c.o.root = root;
+	if (abs_flags(&c.o) < 0)
+		return CI_EXIT_DOCUMENT;
 	return ci_run(&c.o);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abspath.h"
 #include "buf.h"
 #include "fsutil.h"
 #include "jsonutil.h"
@@ -305,6 +306,21 @@ static int parse_opt(struct cli *c, int opt, const char *arg)
 	}
 }
 
+/* Path flags absolute from the start: the overlay mount changes
+ * directory, and a relative --mount or --upper-dir would then name
+ * something else. */
+static int abs_flags(struct cli *c)
+{
+	static const char *const names[] = {
+	    "extract-to", "mount",   "upper-dir", "save-config",
+	    "workdir",	  "unmount", "auth-file", "ca-file"};
+	const char **const paths[] = {
+	    &c->o.extract_to, &c->o.mount_at, &c->o.upper_dir, &c->save_config,
+	    &c->o.workdir,    &c->unmount,    &c->o.auth_file, &c->o.ca_file};
+
+	return abs_path_flags("cell-pull", names, paths, ARRAY_SIZE(names));
+}
+
 static int parse_args(struct cli *c, int argc, char **argv)
 {
 	int opt;
@@ -318,6 +334,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (abs_flags(c) < 0)
+		return 2;
 	if (c->unmount || c->gc)
 		return -1;
 	if (!c->o.image)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abspath.h"
 #include "cloudinit.h"
 #include "log.h"
 #include "netsetup.h"
@@ -173,6 +174,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		}
 	}
 	log_init("cell-net", verbose ? LOG_DEBUG : LOG_WARN);
+	/* Absolute from the start: the namespace's bind mount and the
+	 * state file are found again by later runs from elsewhere. */
+	{
+		static const char *const names[] = {"netns-dir", "state-dir"};
+		const char **const paths[] = {&c->o.netns_dir, &c->o.state_dir};
+
+		if (abs_path_flags("cell-net", names, paths, 2) < 0)
+			return 2;
+	}
 	return 0;
 }
 

@@ -312,14 +312,20 @@ static void close_fds(int *fds, size_t n)
 		}
 }
 
-/* The workload's stdin, as Itzo gives every unit one: a FIFO in the unit
- * directory that an interactive attach writes into (runtime_stdin_path).
- * Opened read-write, so the workload holds a writer itself and never
- * reads an end: a shell waits for commands instead of exiting at once. */
-static int open_stdin(const char *dir, struct cerr *e)
+/* The workload's stdin. With `stdin: true` a FIFO in the unit directory
+ * that an interactive attach writes into (runtime_stdin_path), opened
+ * read-write, so the workload holds a writer itself and never reads an
+ * end: a shell waits for commands instead of exiting at once. Without it
+ * /dev/null, as under the kubelet: a shell reads EOF and exits 0. */
+static int open_stdin(const char *dir, bool fifo, struct cerr *e)
 {
 	cleanup_free char *p = xasprintf("%s/stdin", dir);
 	int fd;
+
+	if (!fifo) {
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return fd < 0 ? cerr_sys(e, "open /dev/null") : fd;
+	}
 
 	if (mkfifo(p, 0600) < 0 && errno != EEXIST)
 		return cerr_sys(e, "mkfifo %s", p);
@@ -355,7 +361,8 @@ static int open_spawn_fds(const char *dir, const struct run_config *c,
 	    (c->tty ? open_tty(f->out, e) < 0 : pipe2(f->out, O_CLOEXEC) < 0) ||
 	    pipe2(f->err, O_CLOEXEC) < 0)
 		return e->code ? -1 : cerr_sys(e, "pipe");
-	f->devnull = open_stdin(dir, e);
+	/* A tty unit's attach input comes through the FIFO too. */
+	f->devnull = open_stdin(dir, c->open_stdin || c->tty, e);
 	if (f->devnull < 0)
 		return -1;
 	if (open_ns(c->netns_path, &f->netns, e) < 0 ||

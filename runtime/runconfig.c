@@ -454,7 +454,8 @@ static int parse_process(const json_t *root, struct run_config *c,
 		    e) < 0 ||
 	    get_int(root, "stopSignal", SIGTERM, 1, SIGRTMAX, &c->stop_signal,
 		    e) < 0 ||
-	    get_bool(root, "tty", &c->tty, e) < 0)
+	    get_bool(root, "tty", &c->tty, e) < 0 ||
+	    get_bool(root, "stdin", &c->open_stdin, e) < 0)
 		return -1;
 	if (!*c->id || strlen(c->id) > 256)
 		return cerr_set(e, EINVAL, "id: length not in 1..256");
@@ -659,6 +660,7 @@ char *runconfig_to_json(const struct run_config *c)
 		json_object_set_new(o, "seccomp", json_string(b));
 		free(b);
 	}
+	json_object_set_new(o, "stdin", json_boolean(c->open_stdin));
 	s = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	if (!s)
 		abort();

@@ -134,6 +134,8 @@ struct run_config {
 	size_t n_devices;
 	struct run_hook *hooks; /* in order, per kind */
 	size_t n_hooks;
+	/* stdin: a FIFO in the run directory; else /dev/null */
+	bool open_stdin;
 };
 
 /* Parse run.json. Pure: no system calls, so it is fuzzed. Every field is

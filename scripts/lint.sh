@@ -37,7 +37,7 @@ done < <(printf '%s\n' "${files[@]}" | grep -v '^tests/')
 scripts=()
 openrc=()
 while read -r f; do
-	case $(head -n1 "$f" 2>/dev/null) in
+	case $(head -n1 "$f" 2>/dev/null | tr -d '\0') in
 	'#!/sbin/openrc-run'*) openrc+=("$f") ;;
 	'#!'*sh | '#!'*sh' '* | '#!'*'env bash'*) scripts+=("$f") ;;
 	*) [[ $f == *.sh ]] && scripts+=("$f") ;;

@@ -35,6 +35,7 @@ PYLIB = os.path.join(ROOT, "tests", "pylib")
 if PYLIB not in sys.path:
     sys.path.insert(0, PYLIB)
 
+import leakcheck  # noqa: E402
 from registry import Registry  # noqa: E402
 from tokenserver import TokenServer  # noqa: E402
 from proxy import Proxy  # noqa: E402
@@ -74,6 +75,20 @@ def is_mountpoint(path: str) -> bool:
             if mp == path:
                 return True
     return False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind(tmp_path_factory):
+    """At the end of the session: no process, mount, cgroup or network
+    namespace of this run is left (tests/pylib/leakcheck.py says which
+    are its own). Anything left fails the session's last test, listed."""
+    base = leakcheck.snapshot()
+    yield
+    roots = [str(tmp_path_factory.getbasetemp()), *sorted(leakcheck.ROOTS)]
+    left = leakcheck.leftovers(base, CELL_BUILD, roots)
+    if left:
+        leakcheck.clean(base, CELL_BUILD, roots)
+        pytest.fail("the suite left behind:\n  " + "\n  ".join(left), pytrace=False)
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from typing import List, Optional, Sequence
 import pytest
 import requests
 
+import leakcheck
 from conftest import CELL_BUILD, ROOT
 from images import Image, busybox_layer, push
 from pki import CA
@@ -106,7 +107,8 @@ def make_boot(d: str) -> tuple:
 
 def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[int] = None,
                 boot_config: Optional[str] = None, wait: bool = True,
-                prefix: Sequence[str] = (), verbose: bool = True) -> Agent:
+                prefix: Sequence[str] = (), verbose: bool = True,
+                cwd: Optional[str] = None) -> Agent:
     if not os.access(AGENT, os.X_OK):
         pytest.fail(f"cell-agent not found at {AGENT} (make build/bin/cell-agent)",
                     pytrace=False)
@@ -119,6 +121,7 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
     log_path = os.path.join(d, "agent.log")
     # Never the host's /var/log: the agent's own log and the units' links
     # go below the test's directory (extra may say otherwise).
+    leakcheck.note_state_dir(os.path.join(d, "state"))
     args = [AGENT, "--boot-dir", boot, "--state-dir", os.path.join(d, "state"),
             "--image-cache", os.path.join(d, "cache"), *(["-v"] if verbose else []),
             "--agent-log", os.path.join(d, "varlog", "itzo", "itzo.log"),
@@ -134,7 +137,7 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
     e.update(env or {})
     with open(log_path, "wb") as log:
         p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             env=e, start_new_session=True)
+                             env=e, start_new_session=True, cwd=cwd)
     a = Agent(p, port, d, ca, cli.cert_path, cli.key_path, log_path)
     if wait:
         wait_ping(a)
@@ -430,6 +433,13 @@ def kill_unit_leftovers(d: str, name: str) -> None:
             os.rmdir(cg)
         except OSError:
             pass
+    # And the pod's own cgroup directories (cell/<tag>), now empty.
+    for cg in {os.path.dirname(c) for c in cgs}:
+        if os.path.basename(os.path.dirname(cg)) == "cell":
+            try:
+                os.rmdir(cg)
+            except OSError:
+                pass
     # The unit's rootfs (an overlay) is the agent's to unmount, and it is
     # gone: whatever is mounted below its directory goes now.
     with open("/proc/self/mountinfo") as f:

@@ -14,6 +14,7 @@ unit whose registry accepts connections and never answers.
 from __future__ import annotations
 
 import errno
+import random
 import os
 import signal
 import subprocess
@@ -194,3 +195,101 @@ def test_full_state_filesystem_cycle(mounts, cell, image, tmp_path):
     st = c.wait_status(lambda s: "running" in state_of(s, "durable-new"), timeout=60)
     assert "running" in state_of(st, "durable-keep")
     assert a.alive()
+
+
+# ---- kill -9 at random moments while specs change (issue 18) ----
+
+ROUNDS = int(os.environ.get("CELL_DURABLE_ROUNDS", "4"))
+
+
+def sleepers(lo: int, hi: int) -> dict:
+    """{N: pid} of every `sleep N` with lo <= N < hi running on the host."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) >= 2 and argv[0].endswith(b"sleep") and argv[1].isdigit():
+            n = int(argv[1])
+            if lo <= n < hi:
+                found.setdefault(n, []).append(int(pid))
+    return found
+
+
+def test_kill_9_at_random_moments_keeps_every_change(cell, image, tmp_path):
+    """Each round changes the spec (a unit's command, a unit removed or
+    added back, initUnits: a pod restart), kills the agent with -9 a
+    random few milliseconds after the 200, and starts it again: what runs
+    then must be exactly what the spec in force says, as without the
+    crash. CELL_DURABLE_ROUNDS sets the rounds (`make soak`: 50)."""
+    seed = int(os.environ.get("CELL_DURABLE_SEED", str(random.randrange(1 << 30))))
+    rng = random.Random(seed)
+    base = 7_000_000 + rng.randrange(1000) * 1000  # this test's `sleep N`s
+    d = tmp_path / "agent"
+    a, c = cell(d=d)
+    ver = {"durable-d": 0, "durable-e": 1, "durable-i": 0}
+    with_e = True
+
+    def spec():
+        units = [sh(image, "durable-d",
+                    f"echo V{ver['durable-d']}; exec sleep {base + ver['durable-d']}")]
+        if with_e:
+            units.append(sh(image, "durable-e",
+                            f"echo V{ver['durable-e']}; exec sleep {base + ver['durable-e']}"))
+        init = [sh(image, "durable-i", f"echo I{ver['durable-i']}")]
+        return pod_params(POD, units=units, init_units=init,
+                          terminationGracePeriodSeconds=0)
+
+    def settled():
+        """Exactly the spec's sleepers run, and status says so."""
+        want = {base + ver["durable-d"]}
+        if with_e:
+            want.add(base + ver["durable-e"])
+        got = sleepers(base, base + 1000)
+        if set(got) != want or any(len(p) != 1 for p in got.values()):
+            return None
+        st = c.status()
+        names = set(units_by_name(st))
+        if names != ({"durable-d", "durable-e"} if with_e else {"durable-d"}):
+            return None
+        if not all("running" in state_of(st, n) for n in names):
+            return None
+        if "terminated" not in state_of(st, "durable-i", "initUnitStatus"):
+            return None
+        return {n: p[0] for n, p in got.items()}
+
+    c.update_pod(spec())
+    pids = wait_for(settled, timeout=60, what="the first spec running")
+    for r in range(ROUNDS):
+        kind = r % 3
+        if kind == 0:  # an existing unit's command changes
+            ver["durable-d"] = 2 * r + 2
+        elif kind == 1:  # a unit goes, or comes back
+            with_e = not with_e
+            ver["durable-e"] = 2 * r + 3
+        else:  # initUnits change: the whole pod starts over
+            ver["durable-i"] = r + 1
+        c.update_pod(spec())
+        time.sleep(rng.uniform(0, 0.3))
+        os.killpg(a.proc.pid, signal.SIGKILL)
+        a.proc.wait()
+        a, c = cell(d=d)
+        try:
+            new = wait_for(settled, timeout=60, what="the spec in force running")
+        except TimeoutError:
+            pytest.fail(f"round {r} (kind {kind}, seed {seed}): running "
+                        f"{sleepers(base, base + 1000)}, want d={ver['durable-d']} "
+                        f"e={ver['durable-e'] if with_e else None}\n"
+                        f"{c.status()}\n" + "\n".join(
+                            l for l in a.log().splitlines()
+                            if "rest/v1/status" not in l)[-3000:])
+        if kind == 2:
+            assert not set(pids.values()) & set(new.values()), \
+                f"round {r} (seed {seed}): the pod did not start over"
+            assert f"I{ver['durable-i']}".encode() in c.logs("durable-i"), \
+                f"round {r} (seed {seed})"
+        pids = new

@@ -38,7 +38,8 @@ def pod(tmp_path_factory, module_registry):
     name = f"ex{os.getpid()}"
     units = [unit(name, reg.ref("t/bbx", "v1"), command=[BB, "sleep", "100000"]),
              unit(name + "r", reg.ref("t/bbx", "v1"),
-                  command=["/bin/sh", "-c", "while read l; do echo \"got $l\"; done; echo eof"])]
+                  command=["/bin/sh", "-c", "while read l; do echo \"got $l\"; done; echo eof"],
+                  stdin=True)]
     with pod_agent(str(tmp_path_factory.mktemp("exec")), reg, "ns_exec", units,
                    lambda s: len(s["unitStatus"]) == 2 and
                    all("running" in (u.get("state") or {}) for u in s["unitStatus"])) as (a, c):

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+import leakcheck
 from images import Image, busybox_layer, push
 from wire import pod_params, unit
 from test_agent_api import start_agent
@@ -56,9 +57,15 @@ def cell(tmp_path, registry):
                     assert a.stop() == 0, a.log()[-3000:]
     finally:
         # A teardown that failed above (the pod did not empty in time)
-        # must not leave rootfs mounts for pytest's clean-up to trip on.
+        # must not leave units running, nor rootfs mounts for pytest's
+        # clean-up to trip on. Units outlive their agent by design, so
+        # anything still naming the agent's directory is a unit the pod's
+        # emptying missed: killed, and the test fails saying so.
+        left = []
         for d in {a.dir for a in made}:
+            left += leakcheck.kill_below(d)
             unmount_below(d)
+    assert not left, f"units left running after the pod was emptied: {left}"
 
 
 def unmount_below(d: str) -> None:

@@ -25,6 +25,7 @@ import tempfile
 import time
 from typing import List, Optional
 
+import leakcheck
 from images import File, Image, Layer, busybox_layer, push
 from registry import Registry
 
@@ -58,6 +59,7 @@ class Fleet:
         self.cells = [f"{self.tag}n{i}" for i in range(n)]
         self.addrs = [f"10.214.{i}.2" for i in range(n)]
         self.work = tempfile.mkdtemp(prefix=f"{self.tag}-")
+        leakcheck.note_root(self.work)
         self.env = env or {}
         self.agents: List[subprocess.Popen] = []
         self.registry: Optional[Registry] = None
@@ -124,6 +126,7 @@ class Fleet:
         env = dict(os.environ, **self.env)
         for i, ns in enumerate(self.cells):
             d = os.path.join(self.work, f"cell{i}")
+            leakcheck.note_state_dir(os.path.join(d, "state"))
             boot = os.path.join(d, "boot")
             subprocess.run([cellctl, "pki", "cell", self.pki, "--boot-dir", boot],
                            check=True, stdout=subprocess.DEVNULL)
@@ -148,8 +151,10 @@ class Fleet:
             return f.read()
 
     def wait_units_gone(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
+        """Each cell gets the whole timeout (one slow cell must not leave
+        the next no time at all)."""
         for i in range(self.n):
+            deadline = time.monotonic() + timeout
             units = os.path.join(self.work, f"cell{i}", "state", "units")
             while (os.path.isdir(units) and os.listdir(units)
                    and time.monotonic() < deadline):
@@ -182,6 +187,9 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
+        # Units outlive their agents by design: whatever a failed delete
+        # left (a unit's monitor names its run below work) goes now.
+        leakcheck.kill_below(self.work)
         if self.registry:
             self.registry.stop()
         self._drop_net()

@@ -22,6 +22,7 @@
 #include "plan.h"
 #include "probe.h"
 #include "probejob.h"
+#include "sup-internal.h"
 #include "util.h"
 
 #define S 1000000000ull
@@ -697,8 +698,44 @@ static void test_probe_runner(void)
 	close(fd);
 }
 
+/* What status says between a new spec's 200 and the supervisor taking
+ * it (issue 18): kept, changed, new, removed; all waiting on a restart. */
+static void test_pending_status(void)
+{
+	const char *snap =
+	    "{\"unitStatus\":[{\"name\":\"keep\",\"restartCount\":2,"
+	    "\"state\":{\"running\":{}}},{\"name\":\"chg\",\"restartCount\":1,"
+	    "\"state\":{\"terminated\":{\"exitCode\":3}},\"lastState\":{}},"
+	    "{\"name\":\"gone\",\"state\":{\"running\":{}}}],"
+	    "\"initUnitStatus\":[],\"podIP\":\"10.0.0.1\"}";
+	struct unit_view views[] = {{.name = "keep", .fingerprint = "k1"},
+				    {.name = "chg", .fingerprint = "c1"},
+				    {.name = "gone", .fingerprint = "g1"}};
+	struct unit_spec units[] = {
+	    {.name = "keep", .image = "i", .fingerprint = "k1"},
+	    {.name = "chg", .image = "i", .fingerprint = "c2"},
+	    {.name = "new", .image = "i", .fingerprint = "n1"}};
+	struct pod_spec next = {.units = units, .n_units = 3};
+	char *t = pending_status_json(snap, &next, views, 3, false);
+
+	ok(strstr(
+	       t,
+	       "\"name\":\"keep\",\"restartCount\":2,\"state\":{\"running\"") !=
+	       NULL,
+	   "pending status: an unchanged unit keeps its entry");
+	ok(!strstr(t, "exitCode") && !strstr(t, "gone") &&
+	       strstr(t, "\"name\":\"new\""),
+	   "pending status: changed and new units wait, a removed one goes");
+	ok(strstr(t, "podIP") != NULL, "pending status: the rest is kept");
+	free(t);
+	t = pending_status_json(snap, &next, views, 3, true);
+	ok(!strstr(t, "running"), "pending status: a pod restart: all wait");
+	free(t);
+}
+
 int main(void)
 {
+	test_pending_status();
 	test_backoff();
 	test_policies();
 	test_crash_loop();
