@@ -415,9 +415,15 @@ def kill_unit_leftovers(d: str, name: str) -> None:
     for root in roots + ["/sys/fs/cgroup/cell"]:
         for top, dirs, _ in os.walk(root):
             cgs += [os.path.join(top, x) for x in dirs if x.startswith(name + "-")]
+    # A unit's processes live in leaves below its cgroup (ctr, exec-<pid>):
+    # each unit cgroup with everything below it, deepest first.
+    tree = []
+    for cg in cgs:
+        for top, _, _ in os.walk(cg, topdown=False):
+            tree.append(top)
     for _ in range(50):
         alive = False
-        for cg in cgs:
+        for cg in tree:
             try:
                 with open(os.path.join(cg, "cgroup.procs")) as f:
                     for pid in f.read().split():
@@ -428,7 +434,7 @@ def kill_unit_leftovers(d: str, name: str) -> None:
         if not alive:
             break
         time.sleep(0.05)
-    for cg in cgs:
+    for cg in tree:
         try:
             os.rmdir(cg)
         except OSError:
