@@ -144,8 +144,14 @@ static void *mount_main(void *arg)
 		sleep_ms(delay);
 		delay = delay > RETRY_MAX_MS / 2 ? RETRY_MAX_MS : 2 * delay;
 	}
+	/* The directory stays for the agent's life (ready_dir); the rest
+	 * goes. */
 	atomic_store(&ready_dir, m->dir);
-	return NULL; /* m stays: ready_dir points into it */
+	free((char *)m->o.endpoint);
+	free((char *)m->o.mount_opts);
+	free((char *)m->o.mount_cmd);
+	free(m);
+	return NULL;
 }
 
 void imagecache_start(const struct imagecache_opts *o)
@@ -179,6 +185,11 @@ void imagecache_start(const struct imagecache_opts *o)
 	if (pthread_create(&th, NULL, mount_main, m) != 0) {
 		log_warn("image cache: cannot start the mount thread; pulls "
 			 "go to the registry");
+		free((char *)m->o.endpoint);
+		free((char *)m->o.mount_opts);
+		free((char *)m->o.mount_cmd);
+		free(m->dir);
+		free(m);
 		return;
 	}
 	pthread_detach(th);

@@ -614,20 +614,27 @@ struct copied {
 	size_t n_probes;
 };
 
+/* memcpy of n items that may be none (a NULL array then). */
+static void copy_items(void *dst, const void *src, size_t n, size_t size)
+{
+	if (n)
+		memcpy(dst, src, n * size);
+}
+
 static void copy_counters(struct copied *c)
 {
 	pthread_mutex_lock(&M.mu);
-	memcpy(c->api, M.api, M.n_api * sizeof(*M.api));
+	copy_items(c->api, M.api, M.n_api, sizeof(*M.api));
 	c->n_api = M.n_api;
 	c->hs[0] = M.hs_failed;
 	c->hs[1] = M.hs_timeout;
 	c->hs[2] = M.hs_limit;
 	c->n_pulls = M.n_pulls;
 	c->pulls = xmalloc((M.n_pulls + 1) * sizeof(*M.pulls));
-	memcpy(c->pulls, M.pulls, M.n_pulls * sizeof(*M.pulls));
+	copy_items(c->pulls, M.pulls, M.n_pulls, sizeof(*M.pulls));
 	c->n_probes = M.n_probes;
 	c->probes = xmalloc((M.n_probes + 1) * sizeof(*M.probes));
-	memcpy(c->probes, M.probes, M.n_probes * sizeof(*M.probes));
+	copy_items(c->probes, M.probes, M.n_probes, sizeof(*M.probes));
 	pthread_mutex_unlock(&M.mu);
 }
 
