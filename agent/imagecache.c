@@ -132,6 +132,15 @@ static bool try_mount(struct mounter *m, int attempt)
 	return rc == 0;
 }
 
+/* The mounter's own copies; its dir is the caller's to keep or free. */
+static void mounter_free(struct mounter *m)
+{
+	free((char *)m->o.endpoint);
+	free((char *)m->o.mount_opts);
+	free((char *)m->o.mount_cmd);
+	free(m);
+}
+
 static void *mount_main(void *arg)
 {
 	struct mounter *m = arg;
@@ -147,10 +156,7 @@ static void *mount_main(void *arg)
 	/* The directory stays for the agent's life (ready_dir); the rest
 	 * goes. */
 	atomic_store(&ready_dir, m->dir);
-	free((char *)m->o.endpoint);
-	free((char *)m->o.mount_opts);
-	free((char *)m->o.mount_cmd);
-	free(m);
+	mounter_free(m);
 	return NULL;
 }
 
@@ -185,11 +191,8 @@ void imagecache_start(const struct imagecache_opts *o)
 	if (pthread_create(&th, NULL, mount_main, m) != 0) {
 		log_warn("image cache: cannot start the mount thread; pulls "
 			 "go to the registry");
-		free((char *)m->o.endpoint);
-		free((char *)m->o.mount_opts);
-		free((char *)m->o.mount_cmd);
 		free(m->dir);
-		free(m);
+		mounter_free(m);
 		return;
 	}
 	pthread_detach(th);

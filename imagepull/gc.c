@@ -109,6 +109,33 @@ static uint64_t tree_bytes(int parent, const char *name)
 	return sum + (uint64_t)st.st_blocks * 512;
 }
 
+/* A directory of the cache to list: fd for the *at calls on its entries,
+ * the DIR on a duplicate of it. NULL with errno set when it cannot be
+ * opened (ENOENT: not there). */
+static DIR *open_dir_at(int cache_fd, const char *rel, int *fd)
+{
+	int dfd;
+	DIR *d;
+
+	*fd = openat(cache_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0)
+		return NULL;
+	dfd = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+	d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d && dfd >= 0)
+		close(dfd);
+	return d;
+}
+
+/* One entry of a swept directory goes, counted. */
+static int remove_entry(int fd, const char *name, struct pull_gc_stats *st,
+			struct cerr *e)
+{
+	st->removed_bytes += tree_bytes(fd, name);
+	st->removed_files++;
+	return fs_rm_rf_at(fd, name, e);
+}
+
 /* Remove the entries of dir (algo-named digests when algo is set) that
  * `keep` does not name; keep == NULL removes everything. */
 static int sweep(const struct cache *c, const char *dir, const char *algo,
@@ -117,9 +144,8 @@ static int sweep(const struct cache *c, const char *dir, const char *algo,
 {
 	cleanup_free char *rel =
 	    algo ? xasprintf("%s/%s", dir, algo) : xstrdup(dir);
-	cleanup_close int fd = openat(c->fd, rel, O_RDONLY | O_DIRECTORY);
-	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
-	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	cleanup_close int fd = -1;
+	cleanup_dir DIR *d = open_dir_at(c->fd, rel, &fd);
 	struct dirent *de;
 
 	if (!d)
@@ -134,9 +160,7 @@ static int sweep(const struct cache *c, const char *dir, const char *algo,
 		digest = algo ? xasprintf("%s:%s", algo, de->d_name) : NULL;
 		if (digest && keep && keep_has(keep, digest))
 			continue;
-		st->removed_bytes += tree_bytes(fd, de->d_name);
-		st->removed_files++;
-		if (fs_rm_rf_at(fd, de->d_name, e) < 0)
+		if (remove_entry(fd, de->d_name, st, e) < 0)
 			return -1;
 	}
 	return 0;
@@ -145,9 +169,8 @@ static int sweep(const struct cache *c, const char *dir, const char *algo,
 /* Short lowerdir names whose layer is gone. */
 static void sweep_links(const struct cache *c)
 {
-	cleanup_close int fd = openat(c->fd, "l", O_RDONLY | O_DIRECTORY);
-	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
-	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	cleanup_close int fd = -1;
+	cleanup_dir DIR *d = open_dir_at(c->fd, "l", &fd);
 	struct dirent *de;
 	struct stat st;
 
@@ -163,9 +186,8 @@ static int sweep_incomplete(const struct cache *c, const char *algo,
 			    struct pull_gc_stats *st, struct cerr *e)
 {
 	cleanup_free char *rel = xasprintf("layers/%s", algo);
-	cleanup_close int fd = openat(c->fd, rel, O_RDONLY | O_DIRECTORY);
-	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
-	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	cleanup_close int fd = -1;
+	cleanup_dir DIR *d = open_dir_at(c->fd, rel, &fd);
 	struct dirent *de;
 
 	if (!d)
@@ -178,9 +200,7 @@ static int sweep_incomplete(const struct cache *c, const char *algo,
 		digest = xasprintf("%s:%s", algo, de->d_name);
 		if (cache_has_layer(c, digest))
 			continue;
-		st->removed_bytes += tree_bytes(fd, de->d_name);
-		st->removed_files++;
-		if (fs_rm_rf_at(fd, de->d_name, e) < 0)
+		if (remove_entry(fd, de->d_name, st, e) < 0)
 			return -1;
 	}
 	return 0;
@@ -189,9 +209,8 @@ static int sweep_incomplete(const struct cache *c, const char *algo,
 /* Half-written tag records (fs_write_atomic's temporaries). */
 static void sweep_tag_temps(const struct cache *c, struct pull_gc_stats *st)
 {
-	cleanup_close int fd = openat(c->fd, "tags", O_RDONLY | O_DIRECTORY);
-	int dfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
-	cleanup_dir DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	cleanup_close int fd = -1;
+	cleanup_dir DIR *d = open_dir_at(c->fd, "tags", &fd);
 	struct dirent *de;
 
 	while (d && (de = readdir(d)))
