@@ -14,7 +14,7 @@ PKGS=(
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
-	libseccomp-dev # runtime: the units' seccomp filters (runtime/seccomp.c)
+	libseccomp-dev # the units' seccomp filters (agent/seccomp-policy.c compiles them)
 	golang-github-containers-common # its seccomp.json is built in as the default profile
 	dpkg-dev # apt-get source: civetweb is built from Debian's source package
 	# tests: real parts
