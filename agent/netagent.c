@@ -236,6 +236,7 @@ void netagent_exited(struct supervisor *s)
 
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->na.pidfd, NULL);
 	close(s->na.pidfd);
+	s->unwatched = true;
 	/* Our child unless it was re-adopted after an agent restart. */
 	if (waitpid(s->na.pid, &status, WNOHANG) > 0)
 		log_warn("network agent (pid %d) exited with status %d",

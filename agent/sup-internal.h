@@ -136,6 +136,12 @@ struct supervisor {
 	/* After an agent restart: the records (what runs) are still to be
 	 * compared with the spec in force, once every run is adopted. */
 	bool recheck;
+	/* A watched descriptor was closed while the loop handled a batch of
+	 * events: the rest of the batch may name its number, reused by a
+	 * descriptor opened since (a pull's pidfd, then the unit's monitor
+	 * pidfd). The loop drops the rest; epoll is level-triggered and
+	 * reports what is still ready at the next wait. */
+	bool unwatched;
 	bool pod_cgroup_live; /* a unit ran since the pod's cgroups last went */
 	uint64_t pod_seen_ns; /* activeDeadlineSeconds counts from here */
 	bool deadline_hit;

@@ -789,13 +789,14 @@ static void *sup_main(void *arg)
 		struct pod_spec *spec = NULL;
 		char *body;
 
+		s->unwatched = false;
 		for (int i = 0; i < n; i++) {
 			if (s->na.pid && ev[i].data.fd == s->na.pidfd)
 				netagent_exited(s);
 			if (ev[i].data.fd == s->probes.evfd)
 				take_probe_results(s);
 		}
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n && !s->unwatched; i++)
 			for (size_t k = 0; k < s->n_units; k++) {
 				struct unit_rec *u = &s->units[k];
 				int fd = ev[i].data.fd;

@@ -214,6 +214,7 @@ void unit_pull_cancel(struct supervisor *s, struct unit_rec *u)
 		return;
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->pidfd, NULL);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
+	s->unwatched = true;
 	pullproc_kill(u->pull);
 	free(u->pull);
 	u->pull = NULL;
@@ -816,6 +817,7 @@ void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd)
 	}
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->pidfd, NULL);
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pull->outfd, NULL);
+	s->unwatched = true; /* closed below; the start may reuse the fds */
 	pullproc_drain(u->pull);
 	warning = u->pull->warning ? xstrdup(u->pull->warning) : NULL;
 	took = now_ns() - u->pull->started_ns;
@@ -930,6 +932,28 @@ static void after_exit(struct supervisor *s, struct unit_rec *u)
 	}
 }
 
+/* A wake-up for a monitor that still runs is not an exit: ending the
+ * run would start another beside it and orphan this one. Watched again
+ * (a fresh pidfd) when it can be; true then. */
+static bool still_running(struct supervisor *s, struct unit_rec *u,
+			  const char *run)
+{
+	struct unit_runtime_state st = {0};
+	struct cerr e = {0};
+	int pidfd = -1;
+
+	if (runtime_read_state(run, &st, &e) == 0 && !st.exited &&
+	    runtime_monitor_alive(&st))
+		pidfd = runtime_pidfd(&st, &e);
+	runtime_state_free(&st);
+	if (pidfd < 0)
+		return false;
+	log_warn("unit %s: woken for run %d, whose monitor still runs",
+		 u->name, u->seq);
+	unit_watch(s, u, pidfd);
+	return true;
+}
+
 void unit_exited(struct supervisor *s, struct unit_rec *u)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq);
@@ -940,7 +964,10 @@ void unit_exited(struct supervisor *s, struct unit_rec *u)
 		epoll_ctl(s->epfd, EPOLL_CTL_DEL, u->pidfd, NULL);
 		close(u->pidfd);
 		u->pidfd = -1;
+		s->unwatched = true;
 	}
+	if (still_running(s, u, run))
+		return;
 	if (runtime_read_state(run, &st, &e) < 0 || !st.exited) {
 		st.exited = true;
 		st.exit_code = 137;
