@@ -948,8 +948,8 @@ static bool still_running(struct supervisor *s, struct unit_rec *u,
 	runtime_state_free(&st);
 	if (pidfd < 0)
 		return false;
-	log_warn("unit %s: woken for run %d, whose monitor still runs",
-		 u->name, u->seq);
+	log_warn("unit %s: woken for run %d, whose monitor still runs", u->name,
+		 u->seq);
 	unit_watch(s, u, pidfd);
 	return true;
 }
