@@ -31,6 +31,7 @@ PKGS=(
 	musl-tools nasm autoconf automake libtool extlinux fdisk qemu-utils
 	gperf # static-deps.sh: libseccomp's build
 	qemu-system-x86 cloud-image-utils cpio # cpio: the lean image's initramfs
+	nfs-ganesha nfs-ganesha-vfs # the image test's NFS server (the shared image cache)
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -44,12 +45,14 @@ else
 	echo "deps.sh: installing ${missing[*]}"
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
-	# The registry package starts a system service on :5000; tests run
-	# their own.
-	if command -v systemctl >/dev/null &&
-		systemctl is-active -q docker-registry 2>/dev/null; then
-		systemctl disable --now docker-registry || true
-	fi
+	# The registry and NFS server packages start system services (:5000,
+	# :2049); tests run their own.
+	for svc in docker-registry nfs-ganesha; do
+		if command -v systemctl >/dev/null &&
+			systemctl is-active -q "$svc" 2>/dev/null; then
+			systemctl disable --now "$svc" || true
+		fi
+	done
 fi
 
 # civetweb: Debian's source package (signed by the archive), exactly this

@@ -46,6 +46,7 @@ import uuid
 import pytest
 
 from conftest import CELL_BUILD, ROOT
+from ganesha import PSEUDO, Ganesha
 from images import Image, busybox_layer, push
 from registry import free_port
 
@@ -122,15 +123,18 @@ def cellctl(*args: str, timeout: float = 120, check: bool = True) -> subprocess.
     return r
 
 
-def user_data(d: str, registry_host: str, cloud_init: str = "") -> tuple:
+def user_data(d: str, registry_host: str, cloud_init: str = "",
+              cell_config: str = "") -> tuple:
     """The controller's user data from `cellctl userdata`; returns (path of
-    the user data, the PKI dir cellctl talks with)."""
+    the user data, the PKI dir cellctl talks with). cell_config: more
+    lines of cell_config.yaml."""
     pki = os.path.join(d, "pki")
     cellctl("pki", "init", pki)
     cellctl("pki", "cell", pki)
     cc = os.path.join(d, "cell_config.yaml")
     with open(cc, "w") as f:
         f.write(f'itzoFlag-port: "6421"\nitzoFlag-insecure-registry: "{registry_host}"\n')
+        f.write(cell_config)
     ud = os.path.join(d, "user-data")
     args = ["userdata", "--pki", pki, "--cell-config", cc, "--out", ud]
     if cloud_init:
@@ -260,6 +264,63 @@ runcmd:
 """
 
 
+# The shared image cache over real NFS (docs/boot.md "Shared image cache"):
+# the pod's image populated on the host by `cell-pull --populate`, served
+# read-only by nfs-ganesha (ganesha.py) on the host's loopback, which the
+# guest reaches at 10.0.2.2 (qemu's user network), NFSv4.1 on one TCP port.
+# The cell mounts it through the imageCache* keys of its cell_config.yaml
+# with the guest kernel's NFS client: busybox's mount on the lean image
+# (mount(2) with the options as text: addr= names the server), mount.nfs
+# (nfs-common) on the Debian one. A watcher started by the user data says
+# on the console when /nfs is mounted, so that the pod is dispatched after
+# it (a pod dispatched before simply pulls from the registry).
+NFS_WATCH = """- |
+  setsid sh -c 'for i in $(seq 900); do grep -q " /nfs nfs" /proc/mounts && break; sleep 0.2; done; if grep -q " /nfs nfs" /proc/mounts; then echo "cell-test: image cache $(grep " /nfs nfs" /proc/mounts)"; else echo "cell-test: image cache not mounted: $(grep "image cache" /var/log/cell-agent.log | tail -n 3)"; fi >/dev/console' </dev/null >/dev/null 2>&1 &
+"""
+
+
+@pytest.fixture
+def nfs_share(tmp_path, registry):
+    """share(ref…) populates a directory with the refs (from the test's
+    registry), serves it with nfs-ganesha and returns the cell_config.yaml
+    lines that make the cell mount it."""
+    made = []
+
+    def share(*refs: str) -> str:
+        pop = tmp_path / "share"
+        args = [os.path.join(CELL_BUILD, "bin", "cell-pull"), "--populate", str(pop),
+                "--insecure-registry", registry.host]
+        for r in refs:
+            args += ["--image", r]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"populate: {r.stdout}\n{r.stderr}"
+        d = tmp_path / "ganesha"
+        d.mkdir()
+        try:
+            made.append(Ganesha(str(d), str(pop)))
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)
+        port = made[-1].port
+        return (f'imageCacheEndpoint: "{GUEST_HOST}:{PSEUDO}"\n'
+                f'imageCacheMountOpts: "-o vers=4.1,port={port},addr={GUEST_HOST}"\n')
+    yield share
+    for g in made:
+        g.close()
+
+
+def wait_share(g: Guest) -> float:
+    """The watcher's console line; the time from qemu's start."""
+    while g.since() < BOOT_LIMIT:
+        assert g.proc.poll() is None, f"qemu exited:\n{g.log()}"
+        for line in g.log(40000).splitlines():
+            if line.startswith("cell-test: image cache"):
+                assert "not mounted" not in line, f"{line}\n{g.log()}"
+                print(f"  {line.strip()}")
+                return g.since()
+        time.sleep(0.5)
+    pytest.fail(f"no image cache line in {BOOT_LIMIT:.0f}s:\n{g.log()}")
+
+
 def run_pod(g: Guest, tmp: str, reg: str) -> float:
     """`cellctl run` a busybox pod on the guest, check its logs and its
     network from the inside; returns the time from qemu start to running."""
@@ -291,16 +352,32 @@ def run_pod(g: Guest, tmp: str, reg: str) -> float:
     return t_run
 
 
-def boot_and_run(name: str, tmp_path, registry, guests, cloud_init: str = "") -> Guest:
+def boot_and_run(name: str, tmp_path, registry, guests, cloud_init: str = "",
+                 share=None) -> Guest:
+    """share: nfs_share's function; the pod's image then runs from the
+    NFS share, not one blob fetched from the registry."""
     push(registry, "t/bb", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
     reg = f"{GUEST_HOST}:{registry.port}"
-    ud, pki = user_data(str(tmp_path), reg, cloud_init)
+    cc = share(registry.ref("t/bb", "v1")) if share else ""
+    ud, pki = user_data(str(tmp_path), reg, cloud_init, cc)
     g = Guest(str(tmp_path), image(name), seed(str(tmp_path), ud), pki)
     guests.append(g)
     t_pong = g.wait_pong()
     print(f"\nTIME pong {name} {t_pong:.1f}")
+    if share:
+        print(f"TIME nfs-mounted {name} {wait_share(g):.1f}")
+        mark = registry.mark()
     t_run = run_pod(g, str(tmp_path), reg)
     print(f"TIME running {name} {t_run:.1f}")
+    if share:
+        got = registry.blob_gets(since=mark)
+        assert got == [], f"blobs fetched, not used from the NFS share: {got}"
+        # Owners as on the share's disk (ganesha sends bare numbers; a
+        # name the guest cannot map would read as nobody, 65534).
+        own = cellctl("exec", *g.cell, "--", "/bin/busybox", "stat", "-c", "%u:%g",
+                      "/bin/busybox").stdout.strip()
+        assert own == "0:0", own
+        print(f"{name}: the pod's layers from the NFS share (no blob fetched)")
     print(f"SIZE {name} {sizes(name)}")
     # The lean image's rc.boot stamps each step with the guest's uptime.
     for line in g.log(20000).splitlines():
@@ -324,12 +401,13 @@ def sizes(name: str) -> str:
     return f"root={root} qcow2={q:.1f}"
 
 
-def test_lean_image_boots_and_runs_a_pod(tmp_path, registry, guests):
-    """Then the agent is killed (SIGKILL, in the guest): init starts it
-    again, and the pod it left keeps running, never restarted."""
+def test_lean_image_boots_and_runs_a_pod(tmp_path, registry, guests, nfs_share):
+    """Its image from the shared image cache on NFS. Then the agent is
+    killed (SIGKILL, in the guest): init starts it again, and the pod it
+    left keeps running, never restarted."""
     ci = tmp_path / "kill-agent.cloud-config"
-    ci.write_text(KILL_AGENT)
-    g = boot_and_run("cell-lean", tmp_path, registry, guests, str(ci))
+    ci.write_text(KILL_AGENT + NFS_WATCH)
+    g = boot_and_run("cell-lean", tmp_path, registry, guests, str(ci), nfs_share)
     before = json.loads(cellctl("status", *g.cell, "-o", "json").stdout)
     cellctl("exec", *g.cell, "--", "/bin/busybox", "touch", "/trigger/kill-agent")
     deadline = time.monotonic() + 60
