@@ -425,8 +425,11 @@ def test_lean_image_boots_and_runs_a_pod(tmp_path, registry, guests, nfs_share):
     print("cell-lean: agent killed and respawned by init; the pod kept running")
 
 
-def test_cell_image_boots_and_runs_a_pod(tmp_path, registry, guests):
-    boot_and_run("cell-debian", tmp_path, registry, guests)
+def test_cell_image_boots_and_runs_a_pod(tmp_path, registry, guests, nfs_share):
+    """Its image from the shared image cache on NFS, as on the lean image."""
+    ci = tmp_path / "nfs-watch.cloud-config"
+    ci.write_text("#cloud-config\nruncmd:\n" + NFS_WATCH)
+    boot_and_run("cell-debian", tmp_path, registry, guests, str(ci), nfs_share)
 
 
 def release() -> str:
