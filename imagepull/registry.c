@@ -38,6 +38,7 @@ struct registry {
 	bool unreachable;    /* the last failure had no HTTP answer, or a 5xx */
 	long max_recv_speed; /* test seam: CELL_PULL_MAX_RECV_SPEED */
 	long retry_base_ms;  /* test seam: CELL_PULL_RETRY_BASE_MS */
+	long connect_ms;     /* test seam: CELL_PULL_CONNECT_TIMEOUT_MS */
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
 	pthread_mutex_t auth_mu;
@@ -180,6 +181,7 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o,
 	r->retries = o->retries > 0 ? o->retries : 0;
 	r->max_recv_speed = env_long("CELL_PULL_MAX_RECV_SPEED", 0);
 	r->retry_base_ms = env_long("CELL_PULL_RETRY_BASE_MS", 250);
+	r->connect_ms = env_long("CELL_PULL_CONNECT_TIMEOUT_MS", 10000);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&r->share_mu[i], NULL);
 	pthread_mutex_init(&r->auth_mu, NULL);
@@ -343,7 +345,8 @@ static CURL *easy_for(struct registry *r, struct req *q,
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR,
 			 r->plain_http ? "http,https" : "https");
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "cell-pull/" CELL_VERSION);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 r->connect_ms > 0 ? r->connect_ms : 10000L);
 	/* A transfer that stalls for 30 s is dropped and retried. */
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import time
@@ -428,3 +429,51 @@ def test_a_moved_tag_is_seen_through_the_share(registry, run_pull, share, tmp_pa
     assert rc == 0, err
     assert open(os.path.join(mp, "etc/motd")).read() == "new\n"
     assert layer_dirs(work) == [new.layers[1].diff_hex]
+
+
+def test_a_silent_registry_uses_the_shared_tag_after_the_connect_timeout(
+        registry, run_pull, share, tmp_path, mounts):
+    """A registry that answers nothing (its SYNs dropped: a listening
+    socket whose accept queue is full, as a blackholed address): the tag is
+    asked once, and after the connect timeout (1 s here, by the
+    CELL_PULL_CONNECT_TIMEOUT_MS seam) the share's record is used."""
+    img = Image([busybox_layer(), Layer([Dir("etc"), File("etc/motd", "silent\n")])],
+                config={"Cmd": ["/bin/sh"]})
+    dig = push(registry, "t/shared", "v1", img)
+    ref = registry.ref("t/shared", "v1")
+    pop = str(tmp_path / "pop")
+    assert populate(run_pull, registry, pop, ref)[0] == 0
+    ro = share(pop)
+    port = registry.port
+    registry.close()
+    # Linux drops a SYN while the listener's accept queue is full: with a
+    # backlog of 0 one connection fills it, and every later connect waits
+    # for its SYN-ACK until the client gives up.
+    silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        silent.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        silent.bind(("127.0.0.1", port))
+        silent.listen(0)
+        filler.connect(("127.0.0.1", port))
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        probe.settimeout(0.5)
+        with probe, pytest.raises(socket.timeout):
+            probe.connect(("127.0.0.1", port))
+        # The retry ladder of minutes and the default 10 s connect
+        # timeout are both far beyond the bound below: only one try with
+        # the 1 s timeout ends in it.
+        env = {"CELL_PULL_RETRY_BASE_MS": "60000", "CELL_PULL_CONNECT_TIMEOUT_MS": "1000"}
+        mp = str(tmp_path / "mp")
+        mounts.append(mp)
+        rc, out, err = run_pull("--image", ref, "--mount", mp, "--workdir", str(tmp_path / "w"),
+                                "--insecure-registry", registry.host, "--progress", "json",
+                                "--shared-cache", ro, env=env, timeout=8)
+    finally:
+        filler.close()
+        silent.close()
+    assert rc == 0, err
+    ws = warnings(out)
+    assert len(ws) == 1 and "registry unreachable" in ws[0] and dig in ws[0], ws
+    assert "timed out" in ws[0].lower() or "timeout" in ws[0].lower(), ws
+    assert open(os.path.join(mp, "etc/motd")).read() == "silent\n"
