@@ -75,16 +75,48 @@ int fs_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 	return 0;
 }
 
+/* A temporary beside path, created exclusively: <path>.tmp.<host>.<pid>.
+ * <random>. The directory may be shared by writers on several hosts (a
+ * shared image cache on NFS), where pids repeat: the host names the
+ * writer, the random part and O_EXCL make sure no two writers ever share
+ * a temporary, whatever the hosts are called. */
+static int open_temp(const char *path, mode_t mode, char **tmp, struct cerr *e)
+{
+	char host[33] = "";
+
+	if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+		strcpy(host, "host");
+	for (char *c = host; *c; c++)
+		if (*c == '/')
+			*c = '-';
+	for (int tries = 0; tries < 16; tries++) {
+		int fd;
+
+		*tmp = xasprintf("%s.tmp.%s.%d.%016llx", path, host,
+				 (int)getpid(), (unsigned long long)rand_u64());
+		fd = open(*tmp,
+			  O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			  mode);
+		if (fd >= 0 || errno != EEXIST) {
+			if (fd < 0)
+				cerr_sys(e, "create %s", *tmp);
+			return fd;
+		}
+		free(*tmp);
+		*tmp = NULL;
+	}
+	return cerr_set(e, EEXIST, "no free temporary name beside %s", path);
+}
+
 static int write_rename(const char *path, const void *data, size_t len,
 			mode_t mode, bool sync, struct cerr *e)
 {
-	cleanup_free char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
+	cleanup_free char *tmp = NULL;
 	cleanup_close int fd = -1;
 
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		  mode);
+	fd = open_temp(path, mode, &tmp, e);
 	if (fd < 0)
-		return cerr_sys(e, "create %s", tmp);
+		return -1;
 	if (fchmod(fd, mode) < 0 || fs_write_all(fd, data, len) < 0 ||
 	    (sync && fsync(fd) < 0)) {
 		cerr_sys(e, "write %s", tmp);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,6 +129,16 @@ int64_t wall_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+uint64_t rand_u64(void)
+{
+	uint64_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == sizeof(v))
+		return v;
+	return (uint64_t)wall_ns() ^ (now_ns() << 17) ^
+	       ((uint64_t)getpid() << 40);
 }
 
 char **strv_dup(char *const *v)

@@ -34,6 +34,9 @@ int parse_int64(const char *s, int64_t min, int64_t max, int64_t *out,
 uint64_t now_ns(void);
 /* Wall clock (CLOCK_REALTIME) in nanoseconds since the epoch. */
 int64_t wall_ns(void);
+/* 64 random bits for unique names (never blocks: before the kernel's pool
+ * is ready, the clocks and the pid). Not for keys. */
+uint64_t rand_u64(void);
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -290,9 +290,10 @@ static void layer_done(struct pull *p, struct layer_job *l, bool cached)
 	fetch_emit(&p->f, &ev);
 }
 
-/* A shared cache's layer: tmp/layer-<hex>.<host>.<pid>/{diff/,complete},
- * renamed whole into layers/ (the record inside it, so the entry appears
- * with its record or not at all). The name is unique per populator, so a
+/* A shared cache's layer: tmp/layer-<hex>.<host>.<pid>.<random>/{diff/,
+ * complete}, renamed whole into layers/ (the record inside it, so the entry
+ * appears with its record or not at all). The name is unique per populator
+ * (pids repeat across hosts, and so may host names: the random part), so a
  * populator on another host whose NFS lacks working locks cannot write
  * into ours; a crash leaves it in tmp/ for --gc. */
 static int shared_layer(struct pull *p, struct layer_job *l, struct cerr *e)
@@ -307,8 +308,8 @@ static int shared_layer(struct pull *p, struct layer_job *l, struct cerr *e)
 	int fd;
 
 	gethostname(host, sizeof(host) - 1);
-	tmp = xasprintf("tmp/layer-%s.%s.%d", digest_hex(l->diff_id), host,
-			(int)getpid());
+	tmp = xasprintf("tmp/layer-%s.%s.%d.%016llx", digest_hex(l->diff_id),
+			host, (int)getpid(), (unsigned long long)rand_u64());
 	diff = xasprintf("%s/diff", tmp);
 	done = xasprintf("%s/complete", tmp);
 	*strchr(dst, ':') = '/';

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the common library: errors, buffers, safe paths, digests. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -467,8 +468,54 @@ static void test_mounts_beneath(void)
 	strv_free(none);
 }
 
+/* An atomic write's temporary is its own: created exclusively under a name
+ * with the host, the pid and a random part. A file of the name the pid
+ * alone gave (another host's writer with our pid, on a shared NFS
+ * directory) is never truncated, written or renamed. */
+static void test_write_atomic_temp(void)
+{
+	char dir[] = "/tmp/cell-atomic-XXXXXX";
+	struct cerr e = {0};
+	struct buf b;
+	int n = 0;
+
+	if (!mkdtemp(dir)) {
+		ok(0, "write_atomic: set up");
+		return;
+	}
+	char *path = xasprintf("%s/tag.json", dir);
+	char *theirs = xasprintf("%s.tmp.%d", path, (int)getpid());
+	ok(fs_write_atomic(theirs, "theirs", 6, 0644, &e) == 0, "their temp");
+	ok(fs_write_atomic(path, "ours", 4, 0644, &e) == 0 &&
+	       fs_replace(path, "ours2", 5, 0644, &e) == 0,
+	   "write beside their temporary (%s)", e.msg);
+	buf_init(&b, 64);
+	ok(fs_read_file(theirs, &b, &e) == 0 && b.len == 6 &&
+	       !memcmp(b.data, "theirs", 6),
+	   "their temporary is untouched");
+	b.len = 0;
+	ok(fs_read_file(path, &b, &e) == 0 && b.len == 5 &&
+	       !memcmp(b.data, "ours2", 5),
+	   "ours is in place");
+	buf_free(&b);
+	{
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		while (d && (de = readdir(d)))
+			n += de->d_name[0] != '.';
+		if (d)
+			closedir(d);
+	}
+	ok(n == 2, "no temporary of ours left (%d entries)", n);
+	fs_rm_rf(dir, &e);
+	free(theirs);
+	free(path);
+}
+
 int main(void)
 {
+	test_write_atomic_temp();
 	test_default_route();
 	test_log_sinks();
 	test_base64();
