@@ -85,7 +85,7 @@ static int open_temp(const char *path, mode_t mode, char **tmp, struct cerr *e)
 	char host[33] = "";
 
 	if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
-		strcpy(host, "host");
+		snprintf(host, sizeof(host), "host");
 	for (char *c = host; *c; c++)
 		if (*c == '/')
 			*c = '-';

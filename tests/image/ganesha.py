@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -122,6 +121,3 @@ class Ganesha:
                 self.proc.kill()
                 self.proc.wait(timeout=20)
 
-
-def available() -> bool:
-    return os.access(GANESHA_BIN, os.X_OK) and shutil.which("ganesha.nfsd") is not None

@@ -9,6 +9,7 @@ CELL_IMAGE_ACCEL=kvm|tcg skips the probe.
 
 For each image it prints machine-readable lines (qemu's start is t=0):
   TIME pong <image> <seconds>      `cellctl ping` answered
+  TIME nfs-mounted <image> <seconds>  the shared image cache mounted
   TIME running <image> <seconds>   the dispatched pod Running
   SIZE <image> root=<MiB> qcow2=<MiB>
 and at the end the ratios to the custom image.
@@ -20,7 +21,11 @@ forwarded port -> `cellctl run` dispatches a pod whose image comes from a
 registry on the host (10.0.2.2 from the guest) -> it runs, logs, and has
 the pod IP on qemu's user network, set up by cell-net inside the guest
 (seen from the pod's side with `cellctl exec`, in the status' podIP, and
-by fetching a file from the host from inside the pod).
+by fetching a file from the host from inside the pod). The pod's image
+is in the shared image cache: populated on the host, exported by
+nfs-ganesha (ganesha.py), mounted by the agent through the imageCache*
+keys of the seed's cell_config.yaml, the pod run from it with no blob
+fetched from the registry.
 
 Then the same for the "custom image": stock Debian with Debian's cloud-init,
 user data = `cellctl userdata --cloud-init` of
