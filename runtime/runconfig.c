@@ -159,14 +159,13 @@ static const struct {
 static int parse_mount_opts(const json_t *m, unsigned long *flags,
 			    struct cerr *e)
 {
-	json_t *a = json_object_get(m, "options"), *v;
+	json_t *a, *v;
 	size_t i;
+	int r;
 
 	*flags = 0;
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a))
-		return cerr_set(e, EINVAL, "options: not an array");
+	if ((r = jget_arr(m, "", "options", SIZE_MAX, &a, e)) <= 0)
+		return r;
 	json_array_foreach(a, i, v)
 	{
 		const char *s = json_string_value(v);
@@ -220,16 +219,12 @@ static int parse_mount(const json_t *m, struct run_mount *rm, struct cerr *e)
 static int parse_mounts(const json_t *root, struct run_config *c,
 			struct cerr *e)
 {
-	json_t *a = json_object_get(root, "mounts"), *m;
+	json_t *a, *m;
 	size_t i;
+	int r;
 
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a))
-		return cerr_set(e, EINVAL, "mounts: not an array");
-	if (json_array_size(a) > RUN_MAX_MOUNTS)
-		return cerr_set(e, EINVAL, "mounts: more than %d",
-				RUN_MAX_MOUNTS);
+	if ((r = jget_arr(root, "", "mounts", RUN_MAX_MOUNTS, &a, e)) <= 0)
+		return r;
 	c->mounts = xcalloc(json_array_size(a) + 1, sizeof(*c->mounts));
 	json_array_foreach(a, i, m)
 	{
@@ -244,20 +239,18 @@ static int parse_mounts(const json_t *root, struct run_config *c,
 
 static int parse_user(const json_t *root, struct run_config *c, struct cerr *e)
 {
-	json_t *a = json_object_get(root, "groups"), *v;
+	json_t *a, *v;
 	int64_t uid = 0, gid = 0;
 	size_t i;
+	int r;
 
 	if (jget_int(root, "", "uid", 0, UINT32_MAX - 1, &uid, NULL, e) < 0 ||
 	    jget_int(root, "", "gid", 0, UINT32_MAX - 1, &gid, NULL, e) < 0)
 		return -1;
 	c->uid = (uint32_t)uid;
 	c->gid = (uint32_t)gid;
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a) || json_array_size(a) > RUN_MAX_GROUPS)
-		return cerr_set(e, EINVAL, "groups: not an array of at most %d",
-				RUN_MAX_GROUPS);
+	if ((r = jget_arr(root, "", "groups", RUN_MAX_GROUPS, &a, e)) <= 0)
+		return r;
 	c->groups = xcalloc(json_array_size(a) + 1, sizeof(*c->groups));
 	json_array_foreach(a, i, v)
 	{
