@@ -42,8 +42,7 @@ __attribute__((format(printf, 1, 2))) static void warnf(const char *fmt, ...)
 	if (!warn_sink || *warn_n >= WIRE_MAX_WARNINGS)
 		return;
 	va_start(ap, fmt);
-	if (vasprintf(&w, fmt, ap) < 0)
-		abort();
+	w = xvasprintf(fmt, ap);
 	va_end(ap);
 	*warn_sink = xrealloc(*warn_sink, (*warn_n + 2) * sizeof(char *));
 	(*warn_sink)[(*warn_n)++] = w;

@@ -77,13 +77,14 @@ static bool jbool(const json_t *o, const char *k)
 	return json_is_true(json_object_get(o, k));
 }
 
-static int parse_sysctls(const json_t *a, struct net_state *st, struct cerr *e)
+/* The lists are always written: absent is as bad as too long. */
+static int parse_sysctls(const json_t *j, struct net_state *st, struct cerr *e)
 {
+	json_t *a, *v;
 	size_t i;
-	json_t *v;
 
-	if (!json_is_array(a) || json_array_size(a) > NET_MAX_CIDRS)
-		return cerr_set(e, EINVAL, "sysctls: not a short list");
+	if (jget_arr(j, "", "sysctls", NET_MAX_CIDRS, &a, e) <= 0)
+		return -1;
 	st->sysctls = xcalloc(json_array_size(a) + 1, sizeof(*st->sysctls));
 	json_array_foreach(a, i, v)
 	{
@@ -100,13 +101,13 @@ static int parse_sysctls(const json_t *a, struct net_state *st, struct cerr *e)
 	return 0;
 }
 
-static int parse_ports(const json_t *a, struct net_state *st, struct cerr *e)
+static int parse_ports(const json_t *j, struct net_state *st, struct cerr *e)
 {
+	json_t *a, *v;
 	size_t i;
-	json_t *v;
 
-	if (!json_is_array(a) || json_array_size(a) > NET_MAX_PORTS)
-		return cerr_set(e, EINVAL, "ports: not a short list");
+	if (jget_arr(j, "", "ports", NET_MAX_PORTS, &a, e) <= 0)
+		return -1;
 	st->ports = xcalloc(json_array_size(a) + 1, sizeof(*st->ports));
 	json_array_foreach(a, i, v)
 	{
@@ -153,11 +154,10 @@ int net_state_parse(const char *buf, size_t len, struct net_state *st,
 	st->made_veth = jbool(j, "madeVeth");
 	st->made_proxy = jbool(j, "madeProxyNeigh");
 	st->made_rules = jbool(j, "madeRules");
-	if (!st->name || !st->primary_if ||
-	    parse_sysctls(json_object_get(j, "sysctls"), st, e) < 0 ||
+	if (!st->name || !st->primary_if || parse_sysctls(j, st, e) < 0 ||
 	    jstrv(j, "privateCIDRs", &st->private_cidrs, e) < 0 ||
 	    strv_len(st->private_cidrs) > NET_MAX_CIDRS ||
-	    parse_ports(json_object_get(j, "ports"), st, e) < 0) {
+	    parse_ports(j, st, e) < 0) {
 		if (!e->code)
 			cerr_set(e, EINVAL, "missing or bad fields");
 		net_state_free(st);
