@@ -574,32 +574,6 @@ static int parse_port(const json_t *o, const char *at, struct port *pt,
 }
 
 /* A list of objects at key, each parsed by fn into an array of size elem. */
-typedef int (*elem_fn)(const json_t *o, const char *at, void *ctx, void *elem,
-		       struct cerr *e);
-
-static int parse_list(const json_t *o, const char *at, const char *key,
-		      size_t max, size_t elem, void **out, size_t *n,
-		      elem_fn fn, void *ctx, struct cerr *e)
-{
-	int r;
-	json_t *a, *v;
-	size_t i;
-
-	if ((r = jget_arr(o, at, key, max, &a, e)) <= 0)
-		return r;
-	*n = json_array_size(a);
-	*out = xcalloc(*n, elem);
-	json_array_foreach(a, i, v)
-	{
-		char p[JSON_PATH_MAX];
-
-		jpath(p, at, key, (long)i);
-		if (fn(v, p, ctx, (char *)*out + i * elem, e) < 0)
-			return -1;
-	}
-	return 0;
-}
-
 static int env_fn(const json_t *o, const char *at, void *ctx, void *elem,
 		  struct cerr *e)
 {
@@ -805,9 +779,9 @@ static int parse_http_get(const json_t *h, const char *at,
 	    jget_str(h, at, "host", WIRE_MAX_STR, &pr->host, e) < 0 ||
 	    get_str_def(h, at, "scheme", "HTTP", &pr->scheme, e) < 0 ||
 	    parse_probe_port(h, at, u, pr, e) < 0 ||
-	    parse_list(h, at, "httpHeaders", WIRE_MAX_LIST, sizeof(struct kv),
-		       (void **)&pr->http_headers, &pr->n_http_headers, kv_fn,
-		       &kv_value_default, e) < 0)
+	    jget_list(h, at, "httpHeaders", WIRE_MAX_LIST, sizeof(struct kv),
+		      (void **)&pr->http_headers, &pr->n_http_headers, kv_fn,
+		      &kv_value_default, e) < 0)
 		return -1;
 	if (strcmp(pr->scheme, "HTTP") && strcmp(pr->scheme, "HTTPS"))
 		return jbad(e, at, "scheme", "\"%s\" is not HTTP or HTTPS",
@@ -1105,14 +1079,14 @@ static int parse_unit_fields(const json_t *u, const char *at,
 	    jget_bool(u, at, "stdinOnce", &out->stdin_once, e) < 0 ||
 	    parse_pull_policy(u, at, out, e) < 0 ||
 	    parse_unit_resources(u, at, out, e) < 0 ||
-	    parse_list(u, at, "env", WIRE_MAX_ENV, sizeof(struct env_var),
-		       (void **)&out->env, &out->n_env, env_fn, NULL, e) < 0 ||
-	    parse_list(u, at, "volumeMounts", WIRE_MAX_LIST,
-		       sizeof(struct volume_mount), (void **)&out->mounts,
-		       &out->n_mounts, mount_fn, (void *)pod, e) < 0 ||
-	    parse_list(u, at, "ports", WIRE_MAX_LIST, sizeof(struct port),
-		       (void **)&out->ports, &out->n_ports, port_fn, NULL,
-		       e) < 0 ||
+	    jget_list(u, at, "env", WIRE_MAX_ENV, sizeof(struct env_var),
+		      (void **)&out->env, &out->n_env, env_fn, NULL, e) < 0 ||
+	    jget_list(u, at, "volumeMounts", WIRE_MAX_LIST,
+		      sizeof(struct volume_mount), (void **)&out->mounts,
+		      &out->n_mounts, mount_fn, (void *)pod, e) < 0 ||
+	    jget_list(u, at, "ports", WIRE_MAX_LIST, sizeof(struct port),
+		      (void **)&out->ports, &out->n_ports, port_fn, NULL,
+		      e) < 0 ||
 	    parse_unit_security(u, at, out, e) < 0)
 		return -1;
 	/* Probes last: a named probe port refers to the ports above. */
@@ -1219,9 +1193,9 @@ static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 		     &out->has_run_as_group, e) < 0 ||
 	    jget_arr(sc, at, "supplementalGroups", WIRE_MAX_LIST, &groups, e) <
 		0 ||
-	    parse_list(sc, at, "sysctls", WIRE_MAX_LIST, sizeof(struct kv),
-		       (void **)&out->sysctls, &out->n_sysctls, kv_fn,
-		       &kv_value_default, e) < 0 ||
+	    jget_list(sc, at, "sysctls", WIRE_MAX_LIST, sizeof(struct kv),
+		      (void **)&out->sysctls, &out->n_sysctls, kv_fn,
+		      &kv_value_default, e) < 0 ||
 	    parse_pod_security_ext(sc, out, e) < 0)
 		return -1;
 	for (size_t i = 0; nso && i < ARRAY_SIZE(ns_keys); i++) {
@@ -1272,9 +1246,9 @@ static int parse_dns(const json_t *spec, struct pod_spec *out, struct cerr *e)
 	if (jget_str(spec, "spec", "dnsPolicy", WIRE_MAX_STR, &out->dns_policy,
 		     e) < 0 ||
 	    jget_obj(spec, "spec", "dnsConfig", &dc, e) < 0 ||
-	    parse_list(spec, "spec", "hostAliases", WIRE_MAX_LIST,
-		       sizeof(struct host_alias), (void **)&out->host_aliases,
-		       &out->n_host_aliases, alias_fn, NULL, e) < 0)
+	    jget_list(spec, "spec", "hostAliases", WIRE_MAX_LIST,
+		      sizeof(struct host_alias), (void **)&out->host_aliases,
+		      &out->n_host_aliases, alias_fn, NULL, e) < 0)
 		return -1;
 	if (!dc)
 		return 0;
@@ -1282,9 +1256,9 @@ static int parse_dns(const json_t *spec, struct pod_spec *out, struct cerr *e)
 		      &out->dns_nameservers, e) < 0 ||
 	    jget_strv(dc, at, "searches", WIRE_MAX_LIST, WIRE_MAX_STR,
 		      &out->dns_searches, e) < 0 ||
-	    parse_list(dc, at, "options", WIRE_MAX_LIST, sizeof(struct kv),
-		       (void **)&out->dns_options, &out->n_dns_options, kv_fn,
-		       NULL, e) < 0)
+	    jget_list(dc, at, "options", WIRE_MAX_LIST, sizeof(struct kv),
+		      (void **)&out->dns_options, &out->n_dns_options, kv_fn,
+		      NULL, e) < 0)
 		return -1;
 	return 0;
 }
@@ -1364,12 +1338,12 @@ static int parse_spec(const json_t *root, struct pod_spec *out, struct cerr *e)
 		return -1;
 	/* Volumes before units: a mount must name one of them. */
 	if (parse_volumes(spec, out, e) < 0 ||
-	    parse_list(spec, "spec", "initUnits", WIRE_MAX_UNITS,
-		       sizeof(struct unit_spec), (void **)&out->init_units,
-		       &out->n_init_units, parse_unit, out, e) < 0 ||
-	    parse_list(spec, "spec", "units", WIRE_MAX_UNITS,
-		       sizeof(struct unit_spec), (void **)&out->units,
-		       &out->n_units, parse_unit, out, e) < 0)
+	    jget_list(spec, "spec", "initUnits", WIRE_MAX_UNITS,
+		      sizeof(struct unit_spec), (void **)&out->init_units,
+		      &out->n_init_units, parse_unit, out, e) < 0 ||
+	    jget_list(spec, "spec", "units", WIRE_MAX_UNITS,
+		      sizeof(struct unit_spec), (void **)&out->units,
+		      &out->n_units, parse_unit, out, e) < 0)
 		return -1;
 	return check_unit_names(out, e);
 }

@@ -208,8 +208,9 @@ int jget_arr(const json_t *o, const char *at, const char *key, size_t max,
 	return 1;
 }
 
-int jget_strv(const json_t *o, const char *at, const char *key, size_t max,
-	      size_t max_len, char ***out, struct cerr *e)
+int jget_list(const json_t *o, const char *at, const char *key, size_t max,
+	      size_t elem, void **out, size_t *n, jelem_fn *fn, void *ctx,
+	      struct cerr *e)
 {
 	char p[JSON_PATH_MAX];
 	json_t *a, *v;
@@ -218,12 +219,32 @@ int jget_strv(const json_t *o, const char *at, const char *key, size_t max,
 
 	if ((r = jget_arr(o, at, key, max, &a, e)) <= 0)
 		return r;
-	*out = xcalloc(json_array_size(a) + 1, sizeof(char *));
+	*n = json_array_size(a);
+	/* One more, zeroed: a vector of pointers ends in NULL. */
+	*out = xcalloc(*n + 1, elem);
 	json_array_foreach(a, i, v)
 	{
 		jpath(p, at, key, (long)i);
-		if (str_value(v, p, NULL, max_len, &(*out)[i], e) < 0)
+		if (fn(v, p, ctx, (char *)*out + i * elem, e) < 0)
 			return -1;
 	}
-	return 0;
+	return 1;
+}
+
+/* One string of a list, at most *(size_t *)ctx bytes. */
+static int str_elem(const json_t *v, const char *at, void *ctx, void *elem,
+		    struct cerr *e)
+{
+	return str_value(v, at, NULL, *(const size_t *)ctx, elem, e);
+}
+
+int jget_strv(const json_t *o, const char *at, const char *key, size_t max,
+	      size_t max_len, char ***out, struct cerr *e)
+{
+	size_t n;
+
+	return jget_list(o, at, key, max, sizeof(char *), (void **)out, &n,
+			 str_elem, &max_len, e) < 0
+		   ? -1
+		   : 0;
 }

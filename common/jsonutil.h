@@ -70,6 +70,17 @@ int jget_obj(const json_t *o, const char *at, const char *key, json_t **out,
 /* The array at key with at most max entries, as jget_obj. */
 int jget_arr(const json_t *o, const char *at, const char *key, size_t max,
 	     json_t **out, struct cerr *e);
+/* The array at key (at most max entries) as a vector of *n elements of
+ * elem bytes (and one more, zeroed, as a vector's end), each filled by fn
+ * from its value at "at.key[i]"
+ * (ctx passed on); *out and *n stay as they are when the key is absent.
+ * *n is set before the first element, so that a failure leaves a vector
+ * the caller frees whole. 1 present, 0 absent, -1. */
+typedef int jelem_fn(const json_t *v, const char *at, void *ctx, void *elem,
+		     struct cerr *e);
+int jget_list(const json_t *o, const char *at, const char *key, size_t max,
+	      size_t elem, void **out, size_t *n, jelem_fn *fn, void *ctx,
+	      struct cerr *e);
 /* An array of at most max strings of at most max_len bytes as a
  * NULL-terminated vector. */
 int jget_strv(const json_t *o, const char *at, const char *key, size_t max,
