@@ -26,7 +26,7 @@
 
 #define UID_MAX_WIRE 4294967294LL /* (uid_t)-1 means "unchanged" */
 
-/* ---- typed getters: common/jsonutil's jget_* ---- */
+/* ---- warnings, and the wire's own getters over common/jsonutil's ---- */
 
 /* Warnings of the parse under way (wire_parse_pod sets this for its own
  * thread): inputs that are accepted but cannot take effect. The parser
