@@ -13,6 +13,7 @@
 #include "../lib/tap.h"
 #include "base64.h"
 #include "buf.h"
+#include "cli.h"
 #include "cleanup.h"
 #include "digest.h"
 #include "err.h"
@@ -470,6 +471,39 @@ static void test_mounts_beneath(void)
 	strv_free(none);
 }
 
+/* ---- cli ---- */
+
+struct cli_test {
+	const char *dir;
+	bool flag;
+};
+
+/* Table options land in the struct; the rest come back by id, in order. */
+static void test_cli(void)
+{
+	static const struct cli_opt opts[] = {
+	    CLI_S("dir", struct cli_test, dir),
+	    CLI_B("flag", struct cli_test, flag),
+	    {"num", CLI_ID_ARG, CLI_ID0},
+	    {"verbose", CLI_ID, 'v'},
+	};
+	char a0[] = "prog", a1[] = "--num", a2[] = "7", a3[] = "--dir=/d",
+	     a4[] = "-v", a5[] = "--flag", a6[] = "--bogus", a7[] = "rest";
+	char *argv[] = {a0, a1, a2, a3, a4, a5, a6, a7, NULL};
+	struct cli_test t = {0};
+	const struct cli_parser cli = {"+v", opts, ARRAY_SIZE(opts), &t};
+	int ids[4], n = 0, c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = cli_next(&cli, 8, argv)) != -1 && n < 4)
+		ids[n++] = c == CLI_ID0 ? (int)strtol(optarg, NULL, 10) : c;
+	ok(n == 3 && ids[0] == 7 && ids[1] == 'v' && ids[2] == '?' && t.dir &&
+	       !strcmp(t.dir, "/d") && t.flag && optind == 7,
+	   "cli: strings and flags stored, the rest returned (%d)", n);
+	opterr = 1;
+}
+
 /* ---- gunzip ---- */
 
 static size_t gz_into(const char *s, unsigned char *out, size_t cap)
@@ -564,6 +598,7 @@ int main(void)
 	test_digest();
 	test_spawn_fd3();
 	test_mounts_beneath();
+	test_cli();
 	test_gunzip_stream();
 	test_gunzip_buf();
 	return tap_done();
