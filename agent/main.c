@@ -5,7 +5,6 @@
  * ("itzoFlag-port: 6421" is --port 6421); the command line wins. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -21,6 +20,7 @@
 #include "api.h"
 #include "bootrun.h"
 #include "cleanup.h"
+#include "cli.h"
 #include "fsutil.h"
 #include "imagecache.h"
 #include "log.h"
@@ -64,73 +64,57 @@ struct opts {
 };
 
 enum {
-	O_PORT = 256,
-	O_BOOT,
-	O_STATE,
-	O_CACHE,
-	O_MONITOR,
-	O_PULL_BIN,
-	O_UNPACK_BIN,
+	O_PORT = CLI_ID0,
 	O_INSECURE_REG,
-	O_PLAIN,
 	O_POD_RESERVE,
 	O_PULL_KEEP_FREE,
 	O_VERSION,
 	O_BOOT_SOURCE,
-	O_BOOT_HELPER,
-	O_AGENT_LOG,
 	O_AGENT_LOG_MAX,
 	O_AGENT_LOG_FILES,
 	O_CTR_LOG_MAX,
 	O_CTR_LOG_FILES,
-	O_CTR_LOG_DIR,
-	O_SHARED_CACHE,
-	O_IC_ENDPOINT,
-	O_IC_MOUNT_DIR,
-	O_IC_MOUNT_OPTS,
-	O_IC_MOUNT_CMD,
-	O_CDI_DIRS,
 	O_SECCOMP,
 	O_SECCOMP_PROFILE,
-	O_SECCOMP_DIR,
 	O_METRICS_LISTEN
 };
 
-static const struct option longopts[] = {
-    {"port", required_argument, NULL, O_PORT},
-    {"boot-dir", required_argument, NULL, O_BOOT},
-    {"boot-source", required_argument, NULL, O_BOOT_SOURCE},
-    {"boot-helper", required_argument, NULL, O_BOOT_HELPER},
-    {"state-dir", required_argument, NULL, O_STATE},
-    {"image-cache", required_argument, NULL, O_CACHE},
-    {"monitor-bin", required_argument, NULL, O_MONITOR},
-    {"pull-bin", required_argument, NULL, O_PULL_BIN},
-    {"unpack-bin", required_argument, NULL, O_UNPACK_BIN},
-    {"insecure-registry", required_argument, NULL, O_INSECURE_REG},
-    {"insecure-plain-http", no_argument, NULL, O_PLAIN},
-    {"pod-memory-reserve", required_argument, NULL, O_POD_RESERVE},
-    {"pull-keep-free", required_argument, NULL, O_PULL_KEEP_FREE},
-    {"agent-log", required_argument, NULL, O_AGENT_LOG},
-    {"agent-log-max-size", required_argument, NULL, O_AGENT_LOG_MAX},
-    {"agent-log-max-files", required_argument, NULL, O_AGENT_LOG_FILES},
-    {"container-log-max-size", required_argument, NULL, O_CTR_LOG_MAX},
-    {"container-log-max-files", required_argument, NULL, O_CTR_LOG_FILES},
-    {"containers-log-dir", required_argument, NULL, O_CTR_LOG_DIR},
-    {"shared-image-cache", required_argument, NULL, O_SHARED_CACHE},
-    {"image-cache-endpoint", required_argument, NULL, O_IC_ENDPOINT},
-    {"image-cache-mount-dir", required_argument, NULL, O_IC_MOUNT_DIR},
-    {"image-cache-mount-opts", required_argument, NULL, O_IC_MOUNT_OPTS},
-    {"image-cache-mount-cmd", required_argument, NULL, O_IC_MOUNT_CMD},
-    {"cdi-spec-dirs", required_argument, NULL, O_CDI_DIRS},
-    {"seccomp", required_argument, NULL, O_SECCOMP},
-    {"metrics-listen", required_argument, NULL, O_METRICS_LISTEN},
-    {"seccomp-profile", required_argument, NULL, O_SECCOMP_PROFILE},
-    {"seccomp-profile-dir", required_argument, NULL, O_SECCOMP_DIR},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, O_VERSION},
-    {NULL, 0, NULL, 0},
+#define S(name, field) CLI_S(name, struct opts, field)
+static const struct cli_opt opts[] = {
+    {"port", CLI_ID_ARG, O_PORT},
+    S("boot-dir", boot_dir),
+    {"boot-source", CLI_ID_ARG, O_BOOT_SOURCE},
+    S("boot-helper", boot_helper),
+    S("state-dir", state_dir),
+    S("image-cache", image_cache),
+    S("monitor-bin", monitor_bin),
+    S("pull-bin", pull_bin),
+    S("unpack-bin", unpack_bin),
+    {"insecure-registry", CLI_ID_ARG, O_INSECURE_REG},
+    CLI_B("insecure-plain-http", struct opts, plain_http),
+    {"pod-memory-reserve", CLI_ID_ARG, O_POD_RESERVE},
+    {"pull-keep-free", CLI_ID_ARG, O_PULL_KEEP_FREE},
+    S("agent-log", agent_log),
+    {"agent-log-max-size", CLI_ID_ARG, O_AGENT_LOG_MAX},
+    {"agent-log-max-files", CLI_ID_ARG, O_AGENT_LOG_FILES},
+    {"container-log-max-size", CLI_ID_ARG, O_CTR_LOG_MAX},
+    {"container-log-max-files", CLI_ID_ARG, O_CTR_LOG_FILES},
+    S("containers-log-dir", containers_log_dir),
+    S("shared-image-cache", ic.dir),
+    S("image-cache-endpoint", ic.endpoint),
+    S("image-cache-mount-dir", ic.mount_dir),
+    S("image-cache-mount-opts", ic.mount_opts),
+    S("image-cache-mount-cmd", ic.mount_cmd),
+    S("cdi-spec-dirs", cdi_spec_dirs),
+    {"seccomp", CLI_ID_ARG, O_SECCOMP},
+    {"metrics-listen", CLI_ID_ARG, O_METRICS_LISTEN},
+    {"seccomp-profile", CLI_ID_ARG, O_SECCOMP_PROFILE},
+    S("seccomp-profile-dir", seccomp_dir),
+    {"verbose", CLI_ID, 'v'},
+    {"help", CLI_ID, 'h'},
+    {"version", CLI_ID, O_VERSION},
 };
+#undef S
 
 static void usage(FILE *f)
 {
@@ -226,12 +210,26 @@ static const char *config_flag(const char *key)
 	return *key ? key : NULL;
 }
 
-static const struct option *find_opt(const char *name)
+static const struct cli_opt *find_opt(const char *name)
 {
-	for (const struct option *o = longopts; o->name; o++)
-		if (!strcmp(o->name, name))
-			return o;
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+		if (!strcmp(opts[i].name, name))
+			return &opts[i];
 	return NULL;
+}
+
+/* Flags the boot configuration may not set: it lives in the boot
+ * directory, and plain HTTP would weaken the cell. */
+static bool refused_in_config(const char *name)
+{
+	static const char *const names[] = {
+	    "insecure-plain-http", "help",	 "version", "boot-dir",
+	    "boot-source",	   "boot-helper"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
 }
 
 /* YAML 1.1 booleans as Kip writes them (yaml.Marshal quotes them:
@@ -258,15 +256,13 @@ static void add_config_flag(const char *key, const char *val, char **argv,
 			    int *argc)
 {
 	const char *name = config_flag(key);
-	const struct option *o = name ? find_opt(name) : NULL;
+	const struct cli_opt *o = name ? find_opt(name) : NULL;
 
 	if (!name) {
 		log_info("cell_config.yaml: %s kept for add-ons", key);
 		return;
 	}
-	if (!o || o->val == O_PLAIN || o->val == 'h' || o->val == O_VERSION ||
-	    o->val == O_BOOT || o->val == O_BOOT_SOURCE ||
-	    o->val == O_BOOT_HELPER) {
+	if (!o || refused_in_config(name)) {
 		log_warn("cell_config.yaml: ignoring %s (not a flag this agent "
 			 "takes from the boot configuration)",
 			 key);
@@ -276,7 +272,7 @@ static void add_config_flag(const char *key, const char *val, char **argv,
 		log_warn("cell_config.yaml: too many flags, ignoring %s", key);
 		return;
 	}
-	if (o->has_arg == no_argument) {
+	if (o->kind == CLI_TRUE || o->kind == CLI_ID) {
 		int b = boolean(val);
 		if (b < 0)
 			log_warn("cell_config.yaml: %s: \"%s\" is not a "
@@ -363,9 +359,6 @@ static int parse_count(const char *flag, const char *s, int *out)
 static int parse_log_arg(int c, struct opts *o)
 {
 	switch (c) {
-	case O_AGENT_LOG:
-		o->agent_log = optarg;
-		return 0;
 	case O_AGENT_LOG_MAX:
 		return parse_size("agent-log-max-size", optarg,
 				  &o->agent_log_max);
@@ -378,27 +371,6 @@ static int parse_log_arg(int c, struct opts *o)
 	case O_CTR_LOG_FILES:
 		return parse_count("container-log-max-files", optarg,
 				   &o->container_log_files);
-	case O_CTR_LOG_DIR:
-		o->containers_log_dir = optarg;
-		return 0;
-	case O_SHARED_CACHE:
-		o->ic.dir = optarg;
-		return 0;
-	case O_IC_ENDPOINT:
-		o->ic.endpoint = optarg;
-		return 0;
-	case O_IC_MOUNT_DIR:
-		o->ic.mount_dir = optarg;
-		return 0;
-	case O_IC_MOUNT_OPTS:
-		o->ic.mount_opts = optarg;
-		return 0;
-	case O_IC_MOUNT_CMD:
-		o->ic.mount_cmd = optarg;
-		return 0;
-	case O_CDI_DIRS:
-		o->cdi_spec_dirs = optarg;
-		return 0;
 	default:
 		return 1;
 	}
@@ -420,9 +392,6 @@ static int parse_seccomp_arg(int c, struct opts *o)
 		return 0;
 	case O_SECCOMP_PROFILE:
 		o->seccomp_profile = *optarg ? optarg : NULL;
-		return 0;
-	case O_SECCOMP_DIR:
-		o->seccomp_dir = optarg;
 		return 0;
 	case O_METRICS_LISTEN:
 		o->metrics_listen = *optarg ? optarg : NULL;
@@ -457,20 +426,15 @@ static int abs_flags(struct opts *o)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
+	const struct cli_parser cli = {"vh", opts, ARRAY_SIZE(opts), o};
 	int c, r;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+	while ((c = cli_next(&cli, argc, argv)) != -1) {
 		switch (c) {
 		case O_PORT:
 			if (parse_port(optarg, &o->port) < 0)
 				return -1;
-			break;
-		case O_BOOT:
-			o->boot_dir = optarg;
-			break;
-		case O_STATE:
-			o->state_dir = optarg;
 			break;
 		case O_BOOT_SOURCE:
 			if (strcmp(optarg, "auto") && strcmp(optarg, "ssm") &&
@@ -484,29 +448,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			}
 			o->boot_source = optarg;
 			break;
-		case O_BOOT_HELPER:
-			o->boot_helper = optarg;
-			break;
-		case O_CACHE:
-			o->image_cache = optarg;
-			break;
-		case O_MONITOR:
-			o->monitor_bin = optarg;
-			break;
-		case O_PULL_BIN:
-			o->pull_bin = optarg;
-			break;
-		case O_UNPACK_BIN:
-			o->unpack_bin = optarg;
-			break;
 		case O_INSECURE_REG:
 			o->insecure = xrealloc(
 			    o->insecure, (o->n_insecure + 2) * sizeof(char *));
 			o->insecure[o->n_insecure++] = optarg;
 			o->insecure[o->n_insecure] = NULL;
-			break;
-		case O_PLAIN:
-			o->plain_http = true;
 			break;
 		case O_POD_RESERVE: {
 			struct cerr qe = {0};

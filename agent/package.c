@@ -39,10 +39,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "cleanup.h"
 #include "fsutil.h"
+#include "gunzip.h"
 #include "log.h"
 #include "path.h"
 #include "unpack.h"
@@ -61,8 +61,10 @@
  * business. A package that is not gzip'd passes through. */
 struct pkg_reader {
 	int fd;
-	bool gzip, ended, eof; /* ended: between two members */
-	z_stream z;
+	bool in_eof;		   /* the file's end was read */
+	struct gunzip *gz;	   /* NULL: not gzip'd */
+	const unsigned char *next; /* unread input in in[] */
+	size_t avail;
 	unsigned char in[CHECK_CHUNK], out[CHECK_CHUNK];
 };
 
@@ -217,57 +219,58 @@ static int link_target(void *ctx, int pfd, const char *t, char *out, size_t n,
 
 /* The next bytes of the package (its tar stream) into *buf: their count,
  * 0 at the end, -1 with e set. */
+/* Read the next bytes of the file into buf: their count, 0 at its end. */
+static ssize_t reader_read(struct pkg_reader *r, void *buf, struct cerr *e)
+{
+	for (;;) {
+		ssize_t n = read(r->fd, buf, CHECK_CHUNK);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return cerr_sys(e, "read package");
+		r->in_eof = n == 0;
+		return n;
+	}
+}
+
+/* The next bytes of the package (its tar stream) into *buf: their count,
+ * 0 at the end, -1 with e set. */
 static ssize_t reader_next(struct pkg_reader *r, const void **buf,
 			   struct cerr *e)
 {
+	*buf = r->out;
+	if (!r->gz)
+		return r->in_eof ? 0 : reader_read(r, r->out, e);
 	for (;;) {
-		ssize_t n;
-		int zr;
+		size_t used, n;
+		ssize_t got;
 
-		if (r->eof)
+		if (!r->avail && !r->in_eof) {
+			if ((got = reader_read(r, r->in, e)) < 0)
+				return -1;
+			r->next = r->in;
+			r->avail = (size_t)got;
+		}
+		/* Padding after the last member is the tar reader's
+		 * business; another member is checked too. */
+		if (gunzip_member_done(r->gz) &&
+		    (!r->avail || *r->next != 0x1f))
 			return 0;
-		if (!r->gzip || r->z.avail_in == 0) {
-			n = read(r->fd, r->gzip ? r->in : r->out, CHECK_CHUNK);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return cerr_sys(e, "read package");
-			if (n == 0 && r->gzip && !r->ended)
-				return cerr_set(e, EINVAL,
-						"package is not valid gzip: "
-						"truncated");
-			r->eof = n == 0;
-			if (!r->gzip || n == 0) {
-				*buf = r->out;
-				return n;
-			}
-			r->z.next_in = r->in;
-			r->z.avail_in = (uInt)n;
+		if (gunzip_run(r->gz, r->next, r->avail, &used, r->out,
+			       CHECK_CHUNK, &n, e) < 0) {
+			e->code = EINVAL;
+			return cerr_prefix(e, "package is not valid");
 		}
-		if (r->ended) {
-			/* Padding after the last member is the tar reader's
-			 * business; another member is checked too. */
-			if (r->z.next_in[0] != 0x1f) {
-				r->eof = true;
-				return 0;
-			}
-			inflateReset(&r->z);
-			r->ended = false;
-		}
-		r->z.next_out = r->out;
-		r->z.avail_out = CHECK_CHUNK;
-		zr = inflate(&r->z, Z_NO_FLUSH);
-		if (zr == Z_STREAM_END)
-			r->ended = true;
-		else if (zr != Z_OK && zr != Z_BUF_ERROR)
+		r->next += used;
+		r->avail -= used;
+		if (n > 0)
+			return (ssize_t)n;
+		if (!used && (r->in_eof || r->avail) &&
+		    !gunzip_member_done(r->gz))
 			return cerr_set(e, EINVAL,
-					"package is not valid gzip: %s",
-					r->z.msg ? r->z.msg : "corrupt data");
-		n = (ssize_t)(CHECK_CHUNK - r->z.avail_out);
-		if (n > 0) {
-			*buf = r->out;
-			return n;
-		}
+					"package is not valid gzip: "
+					"truncated");
 	}
 }
 
@@ -286,18 +289,14 @@ static int open_archive(struct extractor *x, int fd)
 	unsigned char magic[2];
 
 	x->rd.fd = fd;
-	x->rd.gzip =
-	    pread(fd, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-	if (x->rd.gzip && inflateInit2(&x->rd.z, 16 + MAX_WBITS) != Z_OK) {
-		x->rd.gzip = false;
-		return cerr_set(x->e, ENOMEM, "inflateInit2");
-	}
+	if (pread(fd, magic, 2, 0) == 2 && gunzip_is_gzip(magic, 2))
+		x->rd.gz = gunzip_new();
 	x->a = archive_read_new();
 	if (!x->a)
 		return cerr_set(x->e, ENOMEM, "archive_read_new");
 	/* A package we cannot peek into (not a file: stdin a pipe) is left
 	 * to libarchive's gzip reader, unchecked, as before. */
-	if (!x->rd.gzip)
+	if (!x->rd.gz)
 		archive_read_support_filter_gzip(x->a);
 	archive_read_support_filter_none(x->a);
 	archive_read_support_format_tar(x->a);
@@ -363,8 +362,7 @@ static int extract_into(int rootfd, int fd, struct cerr *e)
 out:
 	if (x->a)
 		archive_read_free(x->a);
-	if (x->rd.gzip)
-		inflateEnd(&x->rd.z);
+	gunzip_free(x->rd.gz);
 	free(x);
 	return r;
 }

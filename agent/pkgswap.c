@@ -191,12 +191,9 @@ int deploy_swap_in(int pkgdirfd, const char *tmp, const char *name,
 
 	/* ".tmp-<hex>" becomes "..<hex>": random, and a layout name. */
 	snprintf(ver, sizeof(ver), "..%s", strrchr(tmp, '-') + 1);
-	if (mkdirat(pkgdirfd, name, 0755) < 0 && errno != EEXIST)
-		return cerr_sys(e, "mkdir %s", name);
-	dfd = openat(pkgdirfd, name,
-		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dfd = fs_subdir_at(pkgdirfd, name, 0755, e);
 	if (dfd < 0)
-		return cerr_sys(e, "open %s", name);
+		return -1;
 	if (flock(dfd, LOCK_EX) < 0)
 		return cerr_sys(e, "lock %s", name);
 	if (renameat(pkgdirfd, tmp, dfd, ver) < 0)

@@ -24,40 +24,10 @@
 #include "jsonutil.h"
 #include "util.h"
 
-#define AT_MAX 512 /* a JSON path in a message; longer ones are cut */
 #define UID_MAX_WIRE 4294967294LL /* (uid_t)-1 means "unchanged" */
 
-/* ---- JSON paths and typed getters ---- */
+/* ---- warnings, and the wire's own getters over common/jsonutil's ---- */
 
-static int badf(struct cerr *e, const char *at, const char *key,
-		const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-/* An EINVAL whose message starts with the path "at.key". */
-static int badf(struct cerr *e, const char *at, const char *key,
-		const char *fmt, ...)
-{
-	char what[CERR_MSG_MAX];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	return cerr_set(e, EINVAL, "%s%s%s: %s", at, key && *at ? "." : "",
-			key ? key : "", what);
-}
-
-/* "at.key[i]" (or "at.key" when i < 0) into buf. */
-static void child(char *buf, const char *at, const char *key, long i)
-{
-	const char *dot = *at ? "." : "";
-
-	if (i < 0)
-		snprintf(buf, AT_MAX, "%s%s%s", at, dot, key);
-	else
-		snprintf(buf, AT_MAX, "%s%s%s[%ld]", at, dot, key, i);
-}
-
-/* Go sends null for empty pointers, slices and maps: the same as absent. */
 /* Warnings of the parse under way (wire_parse_pod sets this for its own
  * thread): inputs that are accepted but cannot take effect. The parser
  * stays pure: they end up in pod_spec.warnings for the caller to log. */
@@ -72,18 +42,11 @@ __attribute__((format(printf, 1, 2))) static void warnf(const char *fmt, ...)
 	if (!warn_sink || *warn_n >= WIRE_MAX_WARNINGS)
 		return;
 	va_start(ap, fmt);
-	if (vasprintf(&w, fmt, ap) < 0)
-		abort();
+	w = xvasprintf(fmt, ap);
 	va_end(ap);
 	*warn_sink = xrealloc(*warn_sink, (*warn_n + 2) * sizeof(char *));
 	(*warn_sink)[(*warn_n)++] = w;
 	(*warn_sink)[*warn_n] = NULL;
-}
-
-static json_t *field(const json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_null(v) ? NULL : v;
 }
 
 static int check_len(const json_t *v, const char *at, const char *key,
@@ -92,71 +55,21 @@ static int check_len(const json_t *v, const char *at, const char *key,
 	size_t n = json_string_length(v);
 
 	if (n > WIRE_MAX_STR)
-		return badf(e, at, key, "too long (%zu bytes, max %u)", n,
+		return jbad(e, at, key, "too long (%zu bytes, max %u)", n,
 			    WIRE_MAX_STR);
 	return 0;
 }
 
-/* A copy of the string at key; *out stays NULL when absent. */
-static int get_str(const json_t *o, const char *at, const char *key, char **out,
-		   struct cerr *e)
-{
-	json_t *v = field(o, key);
-
-	if (!v)
-		return 0;
-	if (!json_is_string(v))
-		return badf(e, at, key, "not a string");
-	if (check_len(v, at, key, e) < 0)
-		return -1;
-	*out = xstrdup(json_string_value(v));
-	return 0;
-}
-
-/* Like get_str, but absent or "" is an error. */
-static int get_str_req(const json_t *o, const char *at, const char *key,
-		       char **out, struct cerr *e)
-{
-	if (get_str(o, at, key, out, e) < 0)
-		return -1;
-	if (!*out || !**out)
-		return badf(e, at, key, "required");
-	return 0;
-}
-
-/* Like get_str, with def when absent or "" (Go's zero value). */
+/* A string with def when absent or "" (Go's zero value). */
 static int get_str_def(const json_t *o, const char *at, const char *key,
 		       const char *def, char **out, struct cerr *e)
 {
-	if (get_str(o, at, key, out, e) < 0)
+	if (jget_str(o, at, key, WIRE_MAX_STR, out, e) < 0)
 		return -1;
 	if (!*out || !**out) {
 		free(*out);
 		*out = xstrdup(def);
 	}
-	return 0;
-}
-
-/* An integer in [min, max]; *present says whether it was there (out is left
- * alone when not). */
-static int get_int(const json_t *o, const char *at, const char *key,
-		   int64_t min, int64_t max, int64_t *out, bool *present,
-		   struct cerr *e)
-{
-	json_t *v = field(o, key);
-	json_int_t n;
-
-	if (present)
-		*present = v != NULL;
-	if (!v)
-		return 0;
-	if (!json_is_integer(v))
-		return badf(e, at, key, "not an integer");
-	n = json_integer_value(v);
-	if (n < min || n > max)
-		return badf(e, at, key, "%lld is out of range [%lld, %lld]",
-			    (long long)n, (long long)min, (long long)max);
-	*out = n;
 	return 0;
 }
 
@@ -166,78 +79,9 @@ static int get_int_def(const json_t *o, const char *at, const char *key,
 {
 	int64_t v = 0;
 
-	if (get_int(o, at, key, 0, INT32_MAX, &v, NULL, e) < 0)
+	if (jget_int(o, at, key, 0, INT32_MAX, &v, NULL, e) < 0)
 		return -1;
 	*out = v ? (int)v : def;
-	return 0;
-}
-
-static int get_bool(const json_t *o, const char *at, const char *key, bool *out,
-		    struct cerr *e)
-{
-	json_t *v = field(o, key);
-
-	if (!v)
-		return 0;
-	if (!json_is_boolean(v))
-		return badf(e, at, key, "not a boolean");
-	*out = json_is_true(v);
-	return 0;
-}
-
-/* The object at key: 1 and *out set when present, 0 when absent. */
-static int get_obj(const json_t *o, const char *at, const char *key,
-		   json_t **out, struct cerr *e)
-{
-	json_t *v = field(o, key);
-
-	*out = NULL;
-	if (v && !json_is_object(v))
-		return badf(e, at, key, "not an object");
-	*out = v;
-	return v ? 1 : 0;
-}
-
-/* The array at key with at most max entries: 1 and *out set when present,
- * 0 (and NULL) when absent. */
-static int get_arr(const json_t *o, const char *at, const char *key, size_t max,
-		   json_t **out, struct cerr *e)
-{
-	json_t *v = field(o, key);
-
-	*out = NULL;
-	if (!v)
-		return 0;
-	if (!json_is_array(v))
-		return badf(e, at, key, "not an array");
-	if (json_array_size(v) > max)
-		return badf(e, at, key, "too many entries (%zu, max %zu)",
-			    json_array_size(v), max);
-	*out = v;
-	return 1;
-}
-
-/* An array of strings as a NULL-terminated vector; NULL when absent. */
-static int get_strv(const json_t *o, const char *at, const char *key,
-		    char ***out, struct cerr *e)
-{
-	int r;
-	char p[AT_MAX];
-	json_t *a, *v;
-	size_t i;
-
-	if ((r = get_arr(o, at, key, WIRE_MAX_LIST, &a, e)) <= 0)
-		return r;
-	*out = xcalloc(json_array_size(a) + 1, sizeof(char *));
-	json_array_foreach(a, i, v)
-	{
-		child(p, at, key, (long)i);
-		if (!json_is_string(v))
-			return badf(e, p, NULL, "not a string");
-		if (check_len(v, p, NULL, e) < 0)
-			return -1;
-		(*out)[i] = xstrdup(json_string_value(v));
-	}
 	return 0;
 }
 
@@ -274,10 +118,10 @@ static bool has_dotdot(const char *p)
 static int get_label(const json_t *o, const char *at, char **out,
 		     struct cerr *e)
 {
-	if (get_str_req(o, at, "name", out, e) < 0)
+	if (jget_str_req(o, at, "name", WIRE_MAX_STR, out, e) < 0)
 		return -1;
 	if (!is_dns_label(*out))
-		return badf(e, at, "name",
+		return jbad(e, at, "name",
 			    "\"%s\" is not a DNS-1123 label (a-z, 0-9, '-', "
 			    "at most 63)",
 			    *out);
@@ -313,29 +157,29 @@ static int parse_secret(const char *name, json_t *items, const char *at,
 	if (!items)
 		return 0;
 	if (!json_is_object(items))
-		return badf(e, at, NULL, "not an object");
+		return jbad(e, at, NULL, "not an object");
 	s->n_items = json_object_size(items);
 	s->items = xcalloc(s->n_items, sizeof(*s->items));
 	s->item_len = xcalloc(s->n_items, sizeof(*s->item_len));
 	json_object_foreach(items, key, v)
 	{
-		char p[AT_MAX];
+		char p[JSON_PATH_MAX];
 		const char *b = json_is_null(v) ? "" : json_string_value(v);
 		size_t n = json_is_null(v) ? 0 : json_string_length(v);
 
 		snprintf(p, sizeof(p), "%s[\"%s\"]", at, key);
 		s->items[i].name = xstrdup(key);
 		if (!b)
-			return badf(e, p, NULL, "not a string");
+			return jbad(e, p, NULL, "not a string");
 		if (strlen(key) > WIRE_MAX_STR)
-			return badf(e, p, NULL, "key too long");
+			return jbad(e, p, NULL, "key too long");
 		if (n > (WIRE_MAX_SECRET_VALUE + 2) / 3 * 4)
-			return badf(e, p, NULL, "longer than %u bytes",
+			return jbad(e, p, NULL, "longer than %u bytes",
 				    WIRE_MAX_SECRET_VALUE);
 		if (secret_b64(b, n, &s->items[i].value, &s->item_len[i]) < 0)
-			return badf(e, p, NULL, "not valid base64");
+			return jbad(e, p, NULL, "not valid base64");
 		if (s->item_len[i] > WIRE_MAX_SECRET_VALUE)
-			return badf(e, p, NULL, "longer than %u bytes",
+			return jbad(e, p, NULL, "longer than %u bytes",
 				    WIRE_MAX_SECRET_VALUE);
 		i++;
 	}
@@ -352,26 +196,26 @@ static int parse_secrets(const json_t *root, struct pod_spec *out,
 	const char *name;
 	size_t i = 0, items = 0;
 
-	if ((r = get_obj(root, "", "secrets", &o, e)) <= 0)
+	if ((r = jget_obj(root, "", "secrets", &o, e)) <= 0)
 		return r;
 	if (json_object_size(o) > WIRE_MAX_SECRET_ITEMS)
-		return badf(e, "secrets", NULL, "too many secrets (max %d)",
+		return jbad(e, "secrets", NULL, "too many secrets (max %d)",
 			    WIRE_MAX_SECRET_ITEMS);
 	out->n_secrets = json_object_size(o);
 	out->secrets = xcalloc(out->n_secrets, sizeof(*out->secrets));
 	json_object_foreach(o, name, v)
 	{
-		char p[AT_MAX];
+		char p[JSON_PATH_MAX];
 
 		snprintf(p, sizeof(p), "secrets[\"%s\"]", name);
 		if (strlen(name) > WIRE_MAX_STR)
-			return badf(e, p, NULL, "name too long");
+			return jbad(e, p, NULL, "name too long");
 		items += json_is_object(v) ? json_object_size(v) : 0;
 		if (items > WIRE_MAX_SECRET_ITEMS)
-			return badf(e, "secrets", NULL,
+			return jbad(e, "secrets", NULL,
 				    "too many items (max %d)",
 				    WIRE_MAX_SECRET_ITEMS);
-		if (parse_secret(name, field(o, name), p, &out->secrets[i++],
+		if (parse_secret(name, jget(o, name), p, &out->secrets[i++],
 				 e) < 0)
 			return -1;
 	}
@@ -385,29 +229,31 @@ static int parse_credentials(const json_t *root, struct pod_spec *out,
 	json_t *o, *v;
 	const char *host;
 
-	if ((r = get_obj(root, "", "credentials", &o, e)) <= 0)
+	if ((r = jget_obj(root, "", "credentials", &o, e)) <= 0)
 		return r;
 	if (json_object_size(o) > WIRE_MAX_LIST)
-		return badf(e, "credentials", NULL, "too many entries");
+		return jbad(e, "credentials", NULL, "too many entries");
 	out->credentials =
 	    xcalloc(json_object_size(o), sizeof(*out->credentials));
 	json_object_foreach(o, host, v)
 	{
 		struct credential *c;
-		char p[AT_MAX];
+		char p[JSON_PATH_MAX];
 
 		snprintf(p, sizeof(p), "credentials[\"%s\"]", host);
 		if (json_is_null(v))
 			continue; /* nothing to log in with */
 		if (!json_is_object(v))
-			return badf(e, p, NULL, "not an object");
+			return jbad(e, p, NULL, "not an object");
 		if (strlen(host) > WIRE_MAX_STR)
-			return badf(e, p, NULL, "host too long");
+			return jbad(e, p, NULL, "host too long");
 		c = &out->credentials[out->n_credentials++];
 		c->host = xstrdup(host);
-		if (get_str(v, p, "server", &c->server, e) < 0 ||
-		    get_str(v, p, "username", &c->username, e) < 0 ||
-		    get_str(v, p, "password", &c->password, e) < 0)
+		if (jget_str(v, p, "server", WIRE_MAX_STR, &c->server, e) < 0 ||
+		    jget_str(v, p, "username", WIRE_MAX_STR, &c->username, e) <
+			0 ||
+		    jget_str(v, p, "password", WIRE_MAX_STR, &c->password, e) <
+			0)
 			return -1;
 	}
 	return 0;
@@ -423,25 +269,25 @@ static int parse_annotations(const json_t *root, struct pod_spec *out,
 	json_t *o, *v;
 	const char *key;
 
-	if ((r = get_obj(root, "", "Annotations", &o, e)) <= 0)
+	if ((r = jget_obj(root, "", "Annotations", &o, e)) <= 0)
 		return r;
 	if (json_object_size(o) > WIRE_MAX_LIST)
-		return badf(e, "Annotations", NULL, "too many entries");
+		return jbad(e, "Annotations", NULL, "too many entries");
 	out->annotations =
 	    xcalloc(json_object_size(o), sizeof(*out->annotations));
 	json_object_foreach(o, key, v)
 	{
 		struct kv *a = &out->annotations[out->n_annotations];
-		char p[AT_MAX];
+		char p[JSON_PATH_MAX];
 
 		if (!str_has_prefix(key, prefix) && !str_has_prefix(key, cdi))
 			continue;
 		snprintf(p, sizeof(p), "Annotations[\"%s\"]", key);
 		if (v && !json_is_null(v) && !json_is_string(v))
-			return badf(e, p, NULL, "not a string");
+			return jbad(e, p, NULL, "not a string");
 		if (strlen(key) > WIRE_MAX_STR ||
 		    (json_is_string(v) && check_len(v, p, NULL, e) < 0))
-			return badf(e, p, NULL, "too long");
+			return jbad(e, p, NULL, "too long");
 		a->name = xstrdup(key);
 		a->value =
 		    xstrdup(json_is_string(v) ? json_string_value(v) : "");
@@ -463,26 +309,26 @@ static const char *const volume_kinds[] = {
 static int parse_size_limit(const json_t *o, const char *at, int64_t *out,
 			    struct cerr *e)
 {
-	json_t *v = field(o, "sizeLimit");
+	json_t *v = jget(o, "sizeLimit");
 	double d;
 
 	if (!v)
 		return 0;
 	if (json_is_integer(v)) {
 		if (json_integer_value(v) < 0)
-			return badf(e, at, "sizeLimit", "negative");
+			return jbad(e, at, "sizeLimit", "negative");
 		*out = json_integer_value(v);
 		return 0;
 	}
 	if (json_is_real(v)) {
 		d = ceil(json_real_value(v));
 		if (!(d >= 0 && d < 9223372036854775808.0))
-			return badf(e, at, "sizeLimit", "out of range");
+			return jbad(e, at, "sizeLimit", "out of range");
 		*out = (int64_t)d;
 		return 0;
 	}
 	if (!json_is_string(v))
-		return badf(e, at, "sizeLimit", "not a number or quantity");
+		return jbad(e, at, "sizeLimit", "not a number or quantity");
 	if (check_len(v, at, "sizeLimit", e) < 0)
 		return -1;
 	if (quantity_value(json_string_value(v), out, e) < 0) {
@@ -501,11 +347,11 @@ static int parse_volume_source(const json_t *src, const char *at,
 
 	switch (v->kind) {
 	case VOL_EMPTY_DIR:
-		if (get_str(src, at, "medium", &medium, e) < 0)
+		if (jget_str(src, at, "medium", WIRE_MAX_STR, &medium, e) < 0)
 			return -1;
 		v->memory = medium && !strcmp(medium, "Memory");
 		if (medium && *medium && !v->memory) {
-			badf(e, at, "medium",
+			jbad(e, at, "medium",
 			     "\"%s\" is not \"\" or \"Memory\"", medium);
 			free(medium);
 			return -1;
@@ -513,37 +359,39 @@ static int parse_volume_source(const json_t *src, const char *at,
 		free(medium);
 		return parse_size_limit(src, at, &v->size_limit, e);
 	case VOL_HOST_PATH:
-		if (get_str(src, at, "type", &v->host_path_type, e) < 0 ||
-		    get_str_req(src, at, "path", &v->path, e) < 0)
+		if (jget_str(src, at, "type", WIRE_MAX_STR, &v->host_path_type,
+			     e) < 0 ||
+		    jget_str_req(src, at, "path", WIRE_MAX_STR, &v->path, e) <
+			0)
 			return -1;
 		if (v->path[0] != '/' || has_dotdot(v->path))
-			return badf(e, at, "path", "not absolute or has '..'");
+			return jbad(e, at, "path", "not absolute or has '..'");
 		return 0;
 	case VOL_PACKAGE_PATH:
 		/* "" or absent: the whole package. */
-		if (get_str(src, at, "path", &v->path, e) < 0)
+		if (jget_str(src, at, "path", WIRE_MAX_STR, &v->path, e) < 0)
 			return -1;
 		if (!v->path)
 			v->path = xstrdup("");
 		if (has_dotdot(v->path))
-			return badf(e, at, "path", "has '..'");
+			return jbad(e, at, "path", "has '..'");
 		return 0;
 	case VOL_CONFIG_MAP:
 	case VOL_SECRET:
-		if (get_str(src, at,
-			    v->kind == VOL_SECRET ? "secretName" : "name",
-			    &v->source_name, e) < 0)
+		if (jget_str(src, at,
+			     v->kind == VOL_SECRET ? "secretName" : "name",
+			     WIRE_MAX_STR, &v->source_name, e) < 0)
 			return -1;
 		break;
 	case VOL_PROJECTED:
-		if (get_arr(src, at, "sources", WIRE_MAX_LIST, &(json_t *){0},
-			    e) < 0)
+		if (jget_arr(src, at, "sources", WIRE_MAX_LIST, &(json_t *){0},
+			     e) < 0)
 			return -1;
 		break;
 	case VOL_UNKNOWN:
 		return 0;
 	}
-	if (get_int(src, at, "defaultMode", 0, 07777, &mode, NULL, e) < 0)
+	if (jget_int(src, at, "defaultMode", 0, 07777, &mode, NULL, e) < 0)
 		return -1;
 	v->default_mode = (int)mode;
 	return 0;
@@ -553,21 +401,21 @@ static int parse_volume(const json_t *o, const char *at, struct volume *v,
 			struct cerr *e)
 {
 	json_t *src = NULL, *s;
-	char p[AT_MAX];
+	char p[JSON_PATH_MAX];
 	int n = 0;
 
 	v->default_mode = -1;
 	if (!json_is_object(o))
-		return badf(e, at, NULL, "not an object");
+		return jbad(e, at, NULL, "not an object");
 	if (get_label(o, at, &v->name, e) < 0)
 		return -1;
 	for (size_t k = 0; k < ARRAY_SIZE(volume_kinds); k++) {
-		if (get_obj(o, at, volume_kinds[k], &s, e) < 0)
+		if (jget_obj(o, at, volume_kinds[k], &s, e) < 0)
 			return -1;
 		if (!s)
 			continue;
 		if (n++)
-			return badf(e, at, NULL,
+			return jbad(e, at, NULL,
 				    "volume \"%s\" has both %s and %s; exactly "
 				    "one source is allowed",
 				    v->name, volume_kinds[v->kind],
@@ -585,7 +433,7 @@ static int parse_volume(const json_t *o, const char *at, struct volume *v,
 		      at, v->name);
 		return 0;
 	}
-	child(p, at, volume_kinds[v->kind], -1);
+	jpath(p, at, volume_kinds[v->kind], -1);
 	return parse_volume_source(src, p, v, e);
 }
 
@@ -596,21 +444,21 @@ static int parse_volumes(const json_t *spec, struct pod_spec *out,
 	json_t *a, *v;
 	size_t i;
 
-	if ((r = get_arr(spec, "spec", "volumes", WIRE_MAX_VOLUMES, &a, e)) <=
+	if ((r = jget_arr(spec, "spec", "volumes", WIRE_MAX_VOLUMES, &a, e)) <=
 	    0)
 		return r;
 	out->n_volumes = json_array_size(a);
 	out->volumes = xcalloc(out->n_volumes, sizeof(*out->volumes));
 	json_array_foreach(a, i, v)
 	{
-		char p[AT_MAX];
+		char p[JSON_PATH_MAX];
 
-		child(p, "spec", "volumes", (long)i);
+		jpath(p, "spec", "volumes", (long)i);
 		if (parse_volume(v, p, &out->volumes[i], e) < 0)
 			return -1;
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(out->volumes[j].name, out->volumes[i].name))
-				return badf(e, p, "name",
+				return jbad(e, p, "name",
 					    "\"%s\" is used twice",
 					    out->volumes[i].name);
 	}
@@ -626,23 +474,25 @@ static int parse_env(const json_t *o, const char *at, struct env_var *ev,
 		     struct cerr *e)
 {
 	json_t *from, *ref;
-	char p[AT_MAX];
+	char p[JSON_PATH_MAX];
 
 	if (!json_is_object(o))
-		return badf(e, at, NULL, "not an object");
-	if (get_str_req(o, at, "name", &ev->name, e) < 0 ||
-	    get_str(o, at, "value", &ev->value, e) < 0 ||
-	    get_obj(o, at, "valueFrom", &from, e) < 0)
+		return jbad(e, at, NULL, "not an object");
+	if (jget_str_req(o, at, "name", WIRE_MAX_STR, &ev->name, e) < 0 ||
+	    jget_str(o, at, "value", WIRE_MAX_STR, &ev->value, e) < 0 ||
+	    jget_obj(o, at, "valueFrom", &from, e) < 0)
 		return -1;
 	if (strchr(ev->name, '='))
-		return badf(e, at, "name", "\"%s\" contains '='", ev->name);
-	child(p, at, "valueFrom", -1);
-	if (from && get_obj(from, p, "secretKeyRef", &ref, e) < 0)
+		return jbad(e, at, "name", "\"%s\" contains '='", ev->name);
+	jpath(p, at, "valueFrom", -1);
+	if (from && jget_obj(from, p, "secretKeyRef", &ref, e) < 0)
 		return -1;
 	if (from && ref) {
-		child(p, at, "valueFrom.secretKeyRef", -1);
-		if (get_str_req(ref, p, "name", &ev->secret_name, e) < 0 ||
-		    get_str_req(ref, p, "key", &ev->secret_key, e) < 0)
+		jpath(p, at, "valueFrom.secretKeyRef", -1);
+		if (jget_str_req(ref, p, "name", WIRE_MAX_STR, &ev->secret_name,
+				 e) < 0 ||
+		    jget_str_req(ref, p, "key", WIRE_MAX_STR, &ev->secret_key,
+				 e) < 0)
 			return -1;
 		free(ev->value);
 		ev->value = NULL;
@@ -666,11 +516,12 @@ static int parse_mount(const json_t *o, const char *at,
 		       struct cerr *e)
 {
 	if (!json_is_object(o))
-		return badf(e, at, NULL, "not an object");
-	if (get_str_req(o, at, "name", &m->name, e) < 0 ||
-	    get_str_req(o, at, "mountPath", &m->mount_path, e) < 0 ||
-	    get_str(o, at, "subPath", &m->sub_path, e) < 0 ||
-	    get_bool(o, at, "readOnly", &m->read_only, e) < 0)
+		return jbad(e, at, NULL, "not an object");
+	if (jget_str_req(o, at, "name", WIRE_MAX_STR, &m->name, e) < 0 ||
+	    jget_str_req(o, at, "mountPath", WIRE_MAX_STR, &m->mount_path, e) <
+		0 ||
+	    jget_str(o, at, "subPath", WIRE_MAX_STR, &m->sub_path, e) < 0 ||
+	    jget_bool(o, at, "readOnly", &m->read_only, e) < 0)
 		return -1;
 	/* Kip drops volumes it cannot convert (a PVC, downwardAPI, …) but
 	 * keeps the mounts: accepted, and the unit fails to start saying so. */
@@ -679,7 +530,7 @@ static int parse_mount(const json_t *o, const char *at,
 		      "start",
 		      at, m->name);
 	if (m->mount_path[0] != '/' || has_dotdot(m->mount_path))
-		return badf(e, at, "mountPath",
+		return jbad(e, at, "mountPath",
 			    "\"%s\" is not absolute or has '..'",
 			    m->mount_path);
 	if (m->sub_path && !*m->sub_path) {
@@ -687,7 +538,7 @@ static int parse_mount(const json_t *o, const char *at,
 		m->sub_path = NULL;
 	}
 	if (m->sub_path && (m->sub_path[0] == '/' || has_dotdot(m->sub_path)))
-		return badf(e, at, "subPath", "\"%s\" is absolute or has '..'",
+		return jbad(e, at, "subPath", "\"%s\" is absolute or has '..'",
 			    m->sub_path);
 	return 0;
 }
@@ -700,13 +551,13 @@ static int parse_port(const json_t *o, const char *at, struct port *pt,
 	bool has_cport = false;
 
 	if (!json_is_object(o))
-		return badf(e, at, NULL, "not an object");
-	if (get_str(o, at, "name", &pt->name, e) < 0 ||
-	    get_int(o, at, "containerPort", 0, 65535, &cport, &has_cport, e) <
+		return jbad(e, at, NULL, "not an object");
+	if (jget_str(o, at, "name", WIRE_MAX_STR, &pt->name, e) < 0 ||
+	    jget_int(o, at, "containerPort", 0, 65535, &cport, &has_cport, e) <
 		0 ||
-	    get_int(o, at, "hostPort", 0, 65535, &hport, NULL, e) < 0 ||
+	    jget_int(o, at, "hostPort", 0, 65535, &hport, NULL, e) < 0 ||
 	    get_str_def(o, at, "protocol", "TCP", &pt->protocol, e) < 0 ||
-	    get_str(o, at, "hostIP", &pt->host_ip, e) < 0)
+	    jget_str(o, at, "hostIP", WIRE_MAX_STR, &pt->host_ip, e) < 0)
 		return -1;
 	/* Ports only name a probe's port here: a port without a number or
 	 * with a protocol we do not know is kept, with a warning. */
@@ -723,32 +574,6 @@ static int parse_port(const json_t *o, const char *at, struct port *pt,
 }
 
 /* A list of objects at key, each parsed by fn into an array of size elem. */
-typedef int (*elem_fn)(const json_t *o, const char *at, void *ctx, void *elem,
-		       struct cerr *e);
-
-static int parse_list(const json_t *o, const char *at, const char *key,
-		      size_t max, size_t elem, void **out, size_t *n,
-		      elem_fn fn, void *ctx, struct cerr *e)
-{
-	int r;
-	json_t *a, *v;
-	size_t i;
-
-	if ((r = get_arr(o, at, key, max, &a, e)) <= 0)
-		return r;
-	*n = json_array_size(a);
-	*out = xcalloc(*n, elem);
-	json_array_foreach(a, i, v)
-	{
-		char p[AT_MAX];
-
-		child(p, at, key, (long)i);
-		if (fn(v, p, ctx, (char *)*out + i * elem, e) < 0)
-			return -1;
-	}
-	return 0;
-}
-
 static int env_fn(const json_t *o, const char *at, void *ctx, void *elem,
 		  struct cerr *e)
 {
@@ -778,9 +603,9 @@ static int kv_fn(const json_t *o, const char *at, void *ctx, void *elem,
 	struct kv *kv = elem;
 
 	if (!json_is_object(o))
-		return badf(e, at, NULL, "not an object");
-	if (get_str_req(o, at, "name", &kv->name, e) < 0 ||
-	    get_str(o, at, "value", &kv->value, e) < 0)
+		return jbad(e, at, NULL, "not an object");
+	if (jget_str_req(o, at, "name", WIRE_MAX_STR, &kv->name, e) < 0 ||
+	    jget_str(o, at, "value", WIRE_MAX_STR, &kv->value, e) < 0)
 		return -1;
 	if (ctx && !kv->value)
 		kv->value = xstrdup("");
@@ -793,23 +618,24 @@ static int parse_seccomp_ref(const json_t *sc, const char *at,
 			     struct seccomp_ref *out, struct cerr *e)
 {
 	json_t *sp;
-	char p[AT_MAX];
+	char p[JSON_PATH_MAX];
 	int r;
 
-	if ((r = get_obj(sc, at, "seccompProfile", &sp, e)) <= 0)
+	if ((r = jget_obj(sc, at, "seccompProfile", &sp, e)) <= 0)
 		return r;
-	child(p, at, "seccompProfile", -1);
-	if (get_str_req(sp, p, "type", &out->type, e) < 0 ||
-	    get_str(sp, p, "localhostProfile", &out->localhost, e) < 0)
+	jpath(p, at, "seccompProfile", -1);
+	if (jget_str_req(sp, p, "type", WIRE_MAX_STR, &out->type, e) < 0 ||
+	    jget_str(sp, p, "localhostProfile", WIRE_MAX_STR, &out->localhost,
+		     e) < 0)
 		return -1;
 	if (strcmp(out->type, "Unconfined") &&
 	    strcmp(out->type, "RuntimeDefault") &&
 	    strcmp(out->type, "Localhost"))
-		return badf(e, p, "type",
+		return jbad(e, p, "type",
 			    "want Unconfined, RuntimeDefault or Localhost");
 	if (!strcmp(out->type, "Localhost") !=
 	    (out->localhost && *out->localhost))
-		return badf(e, p, "localhostProfile",
+		return jbad(e, p, "localhostProfile",
 			    "required for Localhost, and only for it");
 	return 0;
 }
@@ -820,9 +646,9 @@ static int get_tri(const json_t *o, const char *at, const char *key,
 {
 	bool b = false;
 
-	if (!field(o, key))
+	if (!jget(o, key))
 		return 0;
-	if (get_bool(o, at, key, &b, e) < 0)
+	if (jget_bool(o, at, key, &b, e) < 0)
 		return -1;
 	*out = b ? TRI_TRUE : TRI_FALSE;
 	return 0;
@@ -833,7 +659,7 @@ static int get_tri(const json_t *o, const char *at, const char *key,
  * Kubernetes spelling is read when the Go one is absent. */
 static const char *go_or_k8s(const json_t *o, const char *go, const char *k8s)
 {
-	return field(o, go) ? go : k8s;
+	return jget(o, go) ? go : k8s;
 }
 
 /* Extensions of a unit's securityContext (docs/agent-wire.md). */
@@ -856,13 +682,13 @@ static int parse_unit_security_ext(const json_t *sc, const char *p,
 		    &out->allow_priv_esc, e) < 0 ||
 	    get_tri(sc, p, go_or_k8s(sc, "Privileged", "privileged"), &priv,
 		    e) < 0 ||
-	    get_str(sc, p, k = go_or_k8s(sc, "ProcMount", "procMount"), &pm,
-		    e) < 0)
+	    jget_str(sc, p, k = go_or_k8s(sc, "ProcMount", "procMount"),
+		     WIRE_MAX_STR, &pm, e) < 0)
 		return -1;
 	out->read_only_root = ro == TRI_TRUE;
 	out->privileged = priv == TRI_TRUE;
 	if (pm && *pm && strcmp(pm, "Default") && strcmp(pm, "Unmasked"))
-		return badf(e, p, k, "\"%s\" is not Default or Unmasked", pm);
+		return jbad(e, p, k, "\"%s\" is not Default or Unmasked", pm);
 	out->proc_unmasked = pm && !strcmp(pm, "Unmasked");
 	return 0;
 }
@@ -872,27 +698,28 @@ static int parse_unit_security(const json_t *u, const char *at,
 {
 	int r;
 	json_t *sc, *caps;
-	char p[AT_MAX], q[AT_MAX];
+	char p[JSON_PATH_MAX], q[JSON_PATH_MAX];
 
-	if ((r = get_obj(u, at, "securityContext", &sc, e)) <= 0)
+	if ((r = jget_obj(u, at, "securityContext", &sc, e)) <= 0)
 		return r;
-	child(p, at, "securityContext", -1);
-	if (get_int(sc, p, "runAsUser", 0, UID_MAX_WIRE, &out->run_as_user,
-		    &out->has_run_as_user, e) < 0 ||
-	    get_int(sc, p, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
-		    &out->has_run_as_group, e) < 0 ||
+	jpath(p, at, "securityContext", -1);
+	if (jget_int(sc, p, "runAsUser", 0, UID_MAX_WIRE, &out->run_as_user,
+		     &out->has_run_as_user, e) < 0 ||
+	    jget_int(sc, p, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
+		     &out->has_run_as_group, e) < 0 ||
 	    parse_seccomp_ref(sc, p, &out->seccomp, e) < 0 ||
 	    parse_unit_security_ext(sc, p, out, e) < 0 ||
-	    get_obj(sc, p, "capabilities", &caps, e) < 0)
+	    jget_obj(sc, p, "capabilities", &caps, e) < 0)
 		return -1;
 	if (!caps)
 		return 0;
-	child(q, p, "capabilities", -1);
+	jpath(q, p, "capabilities", -1);
 	/* Itzo's Capabilities.Drop has a broken struct tag, so Go spells it
 	 * "Drop"; Kip writes "drop". Either is accepted, "drop" first. */
-	if (get_strv(caps, q, "add", &out->caps_add, e) < 0 ||
-	    get_strv(caps, q, field(caps, "drop") ? "drop" : "Drop",
-		     &out->caps_drop, e) < 0)
+	if (jget_strv(caps, q, "add", WIRE_MAX_LIST, WIRE_MAX_STR,
+		      &out->caps_add, e) < 0 ||
+	    jget_strv(caps, q, jget(caps, "drop") ? "drop" : "Drop",
+		      WIRE_MAX_LIST, WIRE_MAX_STR, &out->caps_drop, e) < 0)
 		return -1;
 	return 0;
 }
@@ -906,7 +733,7 @@ static int parse_probe_port(const json_t *h, const char *at,
 			    const struct unit_spec *u, struct probe *pr,
 			    struct cerr *e)
 {
-	json_t *v = field(h, "port");
+	json_t *v = jget(h, "port");
 	int64_t n;
 	const char *s;
 
@@ -917,11 +744,11 @@ static int parse_probe_port(const json_t *h, const char *at,
 		return 0;
 	}
 	if (json_is_integer(v))
-		return get_int(h, at, "port", 1, 65535, &n, NULL, e) < 0
+		return jget_int(h, at, "port", 1, 65535, &n, NULL, e) < 0
 			   ? -1
 			   : (pr->port = (int)n, 0);
 	if (!json_is_string(v))
-		return badf(e, at, "port", "not an integer or a port name");
+		return jbad(e, at, "port", "not an integer or a port name");
 	if (check_len(v, at, "port", e) < 0)
 		return -1;
 	s = json_string_value(v);
@@ -935,7 +762,7 @@ static int parse_probe_port(const json_t *h, const char *at,
 		}
 	if (*s && strspn(s, "0123456789") == strlen(s)) {
 		if (parse_int64(s, 1, 65535, &n, NULL) < 0)
-			return badf(e, at, "port", "\"%s\" is out of range", s);
+			return jbad(e, at, "port", "\"%s\" is out of range", s);
 		pr->port = (int)n;
 		return 0;
 	}
@@ -949,15 +776,15 @@ static int parse_http_get(const json_t *h, const char *at,
 {
 	pr->kind = PROBE_HTTP;
 	if (get_str_def(h, at, "path", "/", &pr->path, e) < 0 ||
-	    get_str(h, at, "host", &pr->host, e) < 0 ||
+	    jget_str(h, at, "host", WIRE_MAX_STR, &pr->host, e) < 0 ||
 	    get_str_def(h, at, "scheme", "HTTP", &pr->scheme, e) < 0 ||
 	    parse_probe_port(h, at, u, pr, e) < 0 ||
-	    parse_list(h, at, "httpHeaders", WIRE_MAX_LIST, sizeof(struct kv),
-		       (void **)&pr->http_headers, &pr->n_http_headers, kv_fn,
-		       &kv_value_default, e) < 0)
+	    jget_list(h, at, "httpHeaders", WIRE_MAX_LIST, sizeof(struct kv),
+		      (void **)&pr->http_headers, &pr->n_http_headers, kv_fn,
+		      &kv_value_default, e) < 0)
 		return -1;
 	if (strcmp(pr->scheme, "HTTP") && strcmp(pr->scheme, "HTTPS"))
-		return badf(e, at, "scheme", "\"%s\" is not HTTP or HTTPS",
+		return jbad(e, at, "scheme", "\"%s\" is not HTTP or HTTPS",
 			    pr->scheme);
 	return 0;
 }
@@ -970,17 +797,17 @@ static int parse_probe_handler(const json_t *o, const char *at,
 {
 	static const char *const kinds[] = {"exec", "httpGet", "tcpSocket"};
 	json_t *h[3];
-	char p[AT_MAX];
+	char p[JSON_PATH_MAX];
 	int n = 0, k = 0;
 
 	for (int i = 0; i < 3; i++) {
-		if (get_obj(o, at, kinds[i], &h[i], e) < 0)
+		if (jget_obj(o, at, kinds[i], &h[i], e) < 0)
 			return -1;
 		if (h[i] && !n++)
 			k = i;
 	}
 	if (n > 1)
-		return badf(e, at, NULL,
+		return jbad(e, at, NULL,
 			    "more than one of exec, httpGet, tcpSocket");
 	if (n == 0) {
 		/* What Kip sends for a handler it cannot convert (grpc, a
@@ -990,17 +817,18 @@ static int parse_probe_handler(const json_t *o, const char *at,
 		      at);
 		return 0;
 	}
-	child(p, at, kinds[k], -1);
+	jpath(p, at, kinds[k], -1);
 	if (k == 1)
 		return parse_http_get(h[k], p, u, pr, e);
 	if (k == 2) {
 		pr->kind = PROBE_TCP;
-		return get_str(h[k], p, "host", &pr->host, e) < 0
+		return jget_str(h[k], p, "host", WIRE_MAX_STR, &pr->host, e) < 0
 			   ? -1
 			   : parse_probe_port(h[k], p, u, pr, e);
 	}
 	pr->kind = PROBE_EXEC;
-	if (get_strv(h[k], p, "command", &pr->exec_command, e) < 0)
+	if (jget_strv(h[k], p, "command", WIRE_MAX_LIST, WIRE_MAX_STR,
+		      &pr->exec_command, e) < 0)
 		return -1;
 	if (!pr->exec_command || !pr->exec_command[0]) {
 		warnf("%s: no command; the probe is ignored", p);
@@ -1015,11 +843,11 @@ static int parse_probe(const json_t *u, const char *at, const char *key,
 {
 	int r;
 	json_t *o;
-	char p[AT_MAX];
+	char p[JSON_PATH_MAX];
 
-	if ((r = get_obj(u, at, key, &o, e)) <= 0)
+	if ((r = jget_obj(u, at, key, &o, e)) <= 0)
 		return r;
-	child(p, at, key, -1);
+	jpath(p, at, key, -1);
 	if (parse_probe_handler(o, p, unit, pr, e) < 0 ||
 	    get_int_def(o, p, "initialDelaySeconds", 0, &pr->initial_delay_s,
 			e) < 0 ||
@@ -1041,19 +869,19 @@ static int parse_hook(const json_t *lc, const char *at, const char *go,
 {
 	const char *key = go_or_k8s(lc, go, k8s);
 	json_t *o, *sl;
-	char p[AT_MAX], q[AT_MAX];
+	char p[JSON_PATH_MAX], q[JSON_PATH_MAX];
 	int r;
 
-	if ((r = get_obj(lc, at, key, &o, e)) <= 0)
+	if ((r = jget_obj(lc, at, key, &o, e)) <= 0)
 		return r;
-	child(p, at, key, -1);
-	if (get_obj(o, p, "sleep", &sl, e) < 0)
+	jpath(p, at, key, -1);
+	if (jget_obj(o, p, "sleep", &sl, e) < 0)
 		return -1;
 	if (sl) {
-		child(q, p, "sleep", -1);
+		jpath(q, p, "sleep", -1);
 		h->kind = PROBE_SLEEP;
-		return get_int(sl, q, "seconds", 0, INT32_MAX, &h->sleep_s,
-			       NULL, e);
+		return jget_int(sl, q, "seconds", 0, INT32_MAX, &h->sleep_s,
+				NULL, e);
 	}
 	if (parse_probe_handler(o, p, unit, h, e) < 0)
 		return -1;
@@ -1072,12 +900,12 @@ static int parse_lifecycle(const json_t *u, const char *at,
 			   struct unit_spec *out, struct cerr *e)
 {
 	json_t *lc;
-	char p[AT_MAX];
+	char p[JSON_PATH_MAX];
 	int r;
 
-	if ((r = get_obj(u, at, "lifecycle", &lc, e)) <= 0)
+	if ((r = jget_obj(u, at, "lifecycle", &lc, e)) <= 0)
 		return r;
-	child(p, at, "lifecycle", -1);
+	jpath(p, at, "lifecycle", -1);
 	if (parse_hook(lc, p, "PostStart", "postStart", out, &out->post_start,
 		       e) < 0 ||
 	    parse_hook(lc, p, "PreStop", "preStop", out, &out->pre_stop, e) < 0)
@@ -1103,7 +931,7 @@ static int parse_pull_policy(const json_t *u, const char *at,
 			out->pull_policy = (enum pull_policy)i;
 			return 0;
 		}
-	return badf(e, at, "imagePullPolicy",
+	return jbad(e, at, "imagePullPolicy",
 		    "\"%s\" is not Always, Never or IfNotPresent", s);
 }
 
@@ -1114,21 +942,21 @@ static int parse_pull_policy(const json_t *u, const char *at,
 static int parse_limit(const json_t *lim, const char *at, const char *key,
 		       bool milli, int64_t *out, struct cerr *e)
 {
-	json_t *v = field(lim, key);
-	char p[AT_MAX];
+	json_t *v = jget(lim, key);
+	char p[JSON_PATH_MAX];
 	int r;
 
 	if (!v)
 		return 0;
-	child(p, at, key, -1);
+	jpath(p, at, key, -1);
 	if (json_is_integer(v) && json_integer_value(v) >= 0) {
 		if (milli && json_integer_value(v) > INT64_MAX / 1000)
-			return badf(e, p, NULL, "out of range");
+			return jbad(e, p, NULL, "out of range");
 		*out = json_integer_value(v) * (milli ? 1000 : 1);
 		return 0;
 	}
 	if (!json_is_string(v))
-		return badf(e, p, NULL, "not a quantity");
+		return jbad(e, p, NULL, "not a quantity");
 	if (check_len(v, p, NULL, e) < 0)
 		return -1;
 	r = milli ? quantity_milli(json_string_value(v), out, e)
@@ -1147,20 +975,20 @@ static int parse_unit_resources(const json_t *u, const char *at,
 				struct unit_spec *out, struct cerr *e)
 {
 	json_t *res, *lim = NULL;
-	char p[AT_MAX], q[AT_MAX];
+	char p[JSON_PATH_MAX], q[JSON_PATH_MAX];
 
-	if (get_obj(u, at, "resources", &res, e) < 0)
+	if (jget_obj(u, at, "resources", &res, e) < 0)
 		return -1;
 	if (!res)
 		return 0;
-	child(p, at, "resources", -1);
-	if (get_obj(res, p, "Limits", &lim, e) < 0)
+	jpath(p, at, "resources", -1);
+	if (jget_obj(res, p, "Limits", &lim, e) < 0)
 		return -1;
-	if (!lim && get_obj(res, p, "limits", &lim, e) < 0)
+	if (!lim && jget_obj(res, p, "limits", &lim, e) < 0)
 		return -1;
 	if (!lim)
 		return 0;
-	child(q, p, field(res, "Limits") ? "Limits" : "limits", -1);
+	jpath(q, p, jget(res, "Limits") ? "Limits" : "limits", -1);
 	if (parse_limit(lim, q, "memory", false, &out->memory_limit, e) < 0 ||
 	    parse_limit(lim, q, "cpu", true, &out->cpu_millis, e) < 0)
 		return -1;
@@ -1239,23 +1067,26 @@ static int parse_unit_fields(const json_t *u, const char *at,
 			     struct cerr *e)
 {
 	if (get_label(u, at, &out->name, e) < 0 ||
-	    get_str_req(u, at, "image", &out->image, e) < 0 ||
-	    get_strv(u, at, "command", &out->command, e) < 0 ||
-	    get_strv(u, at, "args", &out->args, e) < 0 ||
-	    get_str(u, at, "workingDir", &out->working_dir, e) < 0 ||
-	    get_bool(u, at, "tty", &out->tty, e) < 0 ||
-	    get_bool(u, at, "stdin", &out->stdin_open, e) < 0 ||
-	    get_bool(u, at, "stdinOnce", &out->stdin_once, e) < 0 ||
+	    jget_str_req(u, at, "image", WIRE_MAX_STR, &out->image, e) < 0 ||
+	    jget_strv(u, at, "command", WIRE_MAX_LIST, WIRE_MAX_STR,
+		      &out->command, e) < 0 ||
+	    jget_strv(u, at, "args", WIRE_MAX_LIST, WIRE_MAX_STR, &out->args,
+		      e) < 0 ||
+	    jget_str(u, at, "workingDir", WIRE_MAX_STR, &out->working_dir, e) <
+		0 ||
+	    jget_bool(u, at, "tty", &out->tty, e) < 0 ||
+	    jget_bool(u, at, "stdin", &out->stdin_open, e) < 0 ||
+	    jget_bool(u, at, "stdinOnce", &out->stdin_once, e) < 0 ||
 	    parse_pull_policy(u, at, out, e) < 0 ||
 	    parse_unit_resources(u, at, out, e) < 0 ||
-	    parse_list(u, at, "env", WIRE_MAX_ENV, sizeof(struct env_var),
-		       (void **)&out->env, &out->n_env, env_fn, NULL, e) < 0 ||
-	    parse_list(u, at, "volumeMounts", WIRE_MAX_LIST,
-		       sizeof(struct volume_mount), (void **)&out->mounts,
-		       &out->n_mounts, mount_fn, (void *)pod, e) < 0 ||
-	    parse_list(u, at, "ports", WIRE_MAX_LIST, sizeof(struct port),
-		       (void **)&out->ports, &out->n_ports, port_fn, NULL,
-		       e) < 0 ||
+	    jget_list(u, at, "env", WIRE_MAX_ENV, sizeof(struct env_var),
+		      (void **)&out->env, &out->n_env, env_fn, NULL, e) < 0 ||
+	    jget_list(u, at, "volumeMounts", WIRE_MAX_LIST,
+		      sizeof(struct volume_mount), (void **)&out->mounts,
+		      &out->n_mounts, mount_fn, (void *)pod, e) < 0 ||
+	    jget_list(u, at, "ports", WIRE_MAX_LIST, sizeof(struct port),
+		      (void **)&out->ports, &out->n_ports, port_fn, NULL,
+		      e) < 0 ||
 	    parse_unit_security(u, at, out, e) < 0)
 		return -1;
 	/* Probes last: a named probe port refers to the ports above. */
@@ -1274,7 +1105,7 @@ static int parse_unit(const json_t *u, const char *at, void *ctx, void *elem,
 	char **pol;
 
 	if (!json_is_object(u))
-		return badf(e, at, NULL, "not an object");
+		return jbad(e, at, NULL, "not an object");
 	if (parse_unit_fields(u, at, ctx, out, e) < 0 ||
 	    get_str_def(u, at, "terminationMessagePath", "/dev/termination-log",
 			&out->termination_message_path, e) < 0 ||
@@ -1283,7 +1114,7 @@ static int parse_unit(const json_t *u, const char *at, void *ctx, void *elem,
 		return -1;
 	pol = &out->termination_message_policy;
 	if (strcmp(*pol, "File") && strcmp(*pol, "FallbackToLogsOnError"))
-		return badf(e, at, "terminationMessagePolicy",
+		return jbad(e, at, "terminationMessagePolicy",
 			    "\"%s\" is not File or FallbackToLogsOnError",
 			    *pol);
 	out->fingerprint = fingerprint(u);
@@ -1325,14 +1156,15 @@ static int parse_pod_security_ext(const json_t *sc, struct pod_spec *out,
 	static const char at[] = "spec.securityContext";
 	cleanup_free char *pol = NULL;
 
-	if (get_int(sc, at, "fsGroup", 0, UID_MAX_WIRE, &out->fs_group,
-		    &out->has_fs_group, e) < 0 ||
-	    get_str(sc, at, "fsGroupChangePolicy", &pol, e) < 0 ||
-	    get_bool(sc, at, "runAsNonRoot", &out->run_as_non_root, e) < 0)
+	if (jget_int(sc, at, "fsGroup", 0, UID_MAX_WIRE, &out->fs_group,
+		     &out->has_fs_group, e) < 0 ||
+	    jget_str(sc, at, "fsGroupChangePolicy", WIRE_MAX_STR, &pol, e) <
+		0 ||
+	    jget_bool(sc, at, "runAsNonRoot", &out->run_as_non_root, e) < 0)
 		return -1;
 	if (pol && *pol && strcmp(pol, "Always") &&
 	    strcmp(pol, "OnRootMismatch"))
-		return badf(e, at, "fsGroupChangePolicy",
+		return jbad(e, at, "fsGroupChangePolicy",
 			    "\"%s\" is not Always or OnRootMismatch", pol);
 	out->fs_group_on_root_mismatch = pol && !strcmp(pol, "OnRootMismatch");
 	return 0;
@@ -1351,25 +1183,25 @@ static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 	 * namespace (the v1 PodSpec's default, and Kip's); with them, a key
 	 * left out is POD (0, Go's zero: omitempty drops it). */
 	out->ns_pid = out->ns_ipc = NS_CONTAINER;
-	if ((r = get_obj(spec, "spec", "securityContext", &sc, e)) <= 0)
+	if ((r = jget_obj(spec, "spec", "securityContext", &sc, e)) <= 0)
 		return r;
-	if (get_obj(sc, at, "namespaceOptions", &nso, e) < 0 ||
+	if (jget_obj(sc, at, "namespaceOptions", &nso, e) < 0 ||
 	    parse_seccomp_ref(sc, at, &out->seccomp, e) < 0 ||
-	    get_int(sc, at, "runAsUser", 0, UID_MAX_WIRE, &out->run_as_user,
-		    &out->has_run_as_user, e) < 0 ||
-	    get_int(sc, at, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
-		    &out->has_run_as_group, e) < 0 ||
-	    get_arr(sc, at, "supplementalGroups", WIRE_MAX_LIST, &groups, e) <
+	    jget_int(sc, at, "runAsUser", 0, UID_MAX_WIRE, &out->run_as_user,
+		     &out->has_run_as_user, e) < 0 ||
+	    jget_int(sc, at, "runAsGroup", 0, UID_MAX_WIRE, &out->run_as_group,
+		     &out->has_run_as_group, e) < 0 ||
+	    jget_arr(sc, at, "supplementalGroups", WIRE_MAX_LIST, &groups, e) <
 		0 ||
-	    parse_list(sc, at, "sysctls", WIRE_MAX_LIST, sizeof(struct kv),
-		       (void **)&out->sysctls, &out->n_sysctls, kv_fn,
-		       &kv_value_default, e) < 0 ||
+	    jget_list(sc, at, "sysctls", WIRE_MAX_LIST, sizeof(struct kv),
+		      (void **)&out->sysctls, &out->n_sysctls, kv_fn,
+		      &kv_value_default, e) < 0 ||
 	    parse_pod_security_ext(sc, out, e) < 0)
 		return -1;
 	for (size_t i = 0; nso && i < ARRAY_SIZE(ns_keys); i++) {
 		int64_t m = 0;
-		if (get_int(nso, "spec.securityContext.namespaceOptions",
-			    ns_keys[i], NS_POD, NS_NODE, &m, NULL, e) < 0)
+		if (jget_int(nso, "spec.securityContext.namespaceOptions",
+			     ns_keys[i], NS_POD, NS_NODE, &m, NULL, e) < 0)
 			return -1;
 		*ns[i] = (enum ns_mode)m;
 	}
@@ -1379,14 +1211,14 @@ static int parse_pod_security(const json_t *spec, struct pod_spec *out,
 		   : NULL;
 	for (size_t i = 0; i < out->n_supplemental_groups; i++) {
 		json_t *g = json_array_get(groups, i);
-		char p[AT_MAX];
+		char p[JSON_PATH_MAX];
 
-		child(p, at, "supplementalGroups", (long)i);
+		jpath(p, at, "supplementalGroups", (long)i);
 		if (!json_is_integer(g))
-			return badf(e, p, NULL, "not an integer");
+			return jbad(e, p, NULL, "not an integer");
 		if (json_integer_value(g) < 0 ||
 		    json_integer_value(g) > UID_MAX_WIRE)
-			return badf(e, p, NULL, "out of range");
+			return jbad(e, p, NULL, "out of range");
 		out->supplemental_groups[i] = json_integer_value(g);
 	}
 	return 0;
@@ -1398,9 +1230,10 @@ static int alias_fn(const json_t *o, const char *at, void *ctx, void *elem,
 	struct host_alias *h = elem;
 
 	if (!json_is_object(o))
-		return badf(e, at, NULL, "not an object");
-	if (get_str_req(o, at, "ip", &h->ip, e) < 0 ||
-	    get_strv(o, at, "hostnames", &h->hostnames, e) < 0)
+		return jbad(e, at, NULL, "not an object");
+	if (jget_str_req(o, at, "ip", WIRE_MAX_STR, &h->ip, e) < 0 ||
+	    jget_strv(o, at, "hostnames", WIRE_MAX_LIST, WIRE_MAX_STR,
+		      &h->hostnames, e) < 0)
 		return -1;
 	return 0;
 }
@@ -1410,19 +1243,22 @@ static int parse_dns(const json_t *spec, struct pod_spec *out, struct cerr *e)
 	static const char at[] = "spec.dnsConfig";
 	json_t *dc;
 
-	if (get_str(spec, "spec", "dnsPolicy", &out->dns_policy, e) < 0 ||
-	    get_obj(spec, "spec", "dnsConfig", &dc, e) < 0 ||
-	    parse_list(spec, "spec", "hostAliases", WIRE_MAX_LIST,
-		       sizeof(struct host_alias), (void **)&out->host_aliases,
-		       &out->n_host_aliases, alias_fn, NULL, e) < 0)
+	if (jget_str(spec, "spec", "dnsPolicy", WIRE_MAX_STR, &out->dns_policy,
+		     e) < 0 ||
+	    jget_obj(spec, "spec", "dnsConfig", &dc, e) < 0 ||
+	    jget_list(spec, "spec", "hostAliases", WIRE_MAX_LIST,
+		      sizeof(struct host_alias), (void **)&out->host_aliases,
+		      &out->n_host_aliases, alias_fn, NULL, e) < 0)
 		return -1;
 	if (!dc)
 		return 0;
-	if (get_strv(dc, at, "nameservers", &out->dns_nameservers, e) < 0 ||
-	    get_strv(dc, at, "searches", &out->dns_searches, e) < 0 ||
-	    parse_list(dc, at, "options", WIRE_MAX_LIST, sizeof(struct kv),
-		       (void **)&out->dns_options, &out->n_dns_options, kv_fn,
-		       NULL, e) < 0)
+	if (jget_strv(dc, at, "nameservers", WIRE_MAX_LIST, WIRE_MAX_STR,
+		      &out->dns_nameservers, e) < 0 ||
+	    jget_strv(dc, at, "searches", WIRE_MAX_LIST, WIRE_MAX_STR,
+		      &out->dns_searches, e) < 0 ||
+	    jget_list(dc, at, "options", WIRE_MAX_LIST, sizeof(struct kv),
+		      (void **)&out->dns_options, &out->n_dns_options, kv_fn,
+		      NULL, e) < 0)
 		return -1;
 	return 0;
 }
@@ -1444,7 +1280,7 @@ static int parse_restart_policy(const json_t *spec, struct pod_spec *out,
 			out->restart_policy = (enum restart_policy)i;
 			return 0;
 		}
-	return badf(e, "spec", "restartPolicy",
+	return jbad(e, "spec", "restartPolicy",
 		    "\"%s\" is not Always, OnFailure or Never", s);
 }
 
@@ -1459,12 +1295,14 @@ static int parse_resources(const json_t *spec, struct pod_spec *out,
 	char *mem = NULL;
 	int ret = 0;
 
-	if (get_obj(spec, "spec", "resources", &res, e) < 0)
+	if (jget_obj(spec, "spec", "resources", &res, e) < 0)
 		return -1;
 	if (!res)
 		return 0;
-	if (get_str(res, "spec.resources", "memory", &mem, e) < 0 ||
-	    get_str(res, "spec.resources", "gpu", &out->gpu, e) < 0) {
+	if (jget_str(res, "spec.resources", "memory", WIRE_MAX_STR, &mem, e) <
+		0 ||
+	    jget_str(res, "spec.resources", "gpu", WIRE_MAX_STR, &out->gpu, e) <
+		0) {
 		free(mem);
 		return -1;
 	}
@@ -1481,29 +1319,31 @@ static int parse_spec(const json_t *root, struct pod_spec *out, struct cerr *e)
 	json_t *spec;
 	bool has_grace;
 
-	if (get_obj(root, "", "spec", &spec, e) < 0)
+	if (jget_obj(root, "", "spec", &spec, e) < 0)
 		return -1;
 	if (!spec)
-		return badf(e, "spec", NULL, "required");
-	if (get_str(spec, "spec", "phase", &out->phase, e) < 0 ||
+		return jbad(e, "spec", NULL, "required");
+	if (jget_str(spec, "spec", "phase", WIRE_MAX_STR, &out->phase, e) < 0 ||
 	    parse_restart_policy(spec, out, e) < 0 ||
-	    get_str(spec, "spec", "hostname", &out->hostname, e) < 0 ||
-	    get_str(spec, "spec", "subdomain", &out->subdomain, e) < 0 ||
-	    get_int(spec, "spec", "terminationGracePeriodSeconds", 0, INT32_MAX,
-		    &out->termination_grace_s, &has_grace, e) < 0 ||
-	    get_int(spec, "spec", "activeDeadlineSeconds", 0, INT32_MAX,
-		    &out->active_deadline_s, NULL, e) < 0 ||
+	    jget_str(spec, "spec", "hostname", WIRE_MAX_STR, &out->hostname,
+		     e) < 0 ||
+	    jget_str(spec, "spec", "subdomain", WIRE_MAX_STR, &out->subdomain,
+		     e) < 0 ||
+	    jget_int(spec, "spec", "terminationGracePeriodSeconds", 0,
+		     INT32_MAX, &out->termination_grace_s, &has_grace, e) < 0 ||
+	    jget_int(spec, "spec", "activeDeadlineSeconds", 0, INT32_MAX,
+		     &out->active_deadline_s, NULL, e) < 0 ||
 	    parse_pod_security(spec, out, e) < 0 ||
 	    parse_dns(spec, out, e) < 0 || parse_resources(spec, out, e) < 0)
 		return -1;
 	/* Volumes before units: a mount must name one of them. */
 	if (parse_volumes(spec, out, e) < 0 ||
-	    parse_list(spec, "spec", "initUnits", WIRE_MAX_UNITS,
-		       sizeof(struct unit_spec), (void **)&out->init_units,
-		       &out->n_init_units, parse_unit, out, e) < 0 ||
-	    parse_list(spec, "spec", "units", WIRE_MAX_UNITS,
-		       sizeof(struct unit_spec), (void **)&out->units,
-		       &out->n_units, parse_unit, out, e) < 0)
+	    jget_list(spec, "spec", "initUnits", WIRE_MAX_UNITS,
+		      sizeof(struct unit_spec), (void **)&out->init_units,
+		      &out->n_init_units, parse_unit, out, e) < 0 ||
+	    jget_list(spec, "spec", "units", WIRE_MAX_UNITS,
+		      sizeof(struct unit_spec), (void **)&out->units,
+		      &out->n_units, parse_unit, out, e) < 0)
 		return -1;
 	return check_unit_names(out, e);
 }
@@ -1527,11 +1367,14 @@ int wire_parse_pod(const char *buf, size_t len, struct pod_spec *out,
 	rc = parse_secrets(root, out, e) < 0 ||
 		     parse_credentials(root, out, e) < 0 ||
 		     parse_annotations(root, out, e) < 0 ||
-		     get_str(root, "", "PodName", &out->pod_name, e) < 0 ||
-		     get_str(root, "", "NodeName", &out->node_name, e) < 0 ||
-		     get_str(root, "", "PodIP", &out->pod_ip, e) < 0 ||
-		     get_str(root, "", "PodHostname", &out->pod_hostname, e) <
-			 0 ||
+		     jget_str(root, "", "PodName", WIRE_MAX_STR, &out->pod_name,
+			      e) < 0 ||
+		     jget_str(root, "", "NodeName", WIRE_MAX_STR,
+			      &out->node_name, e) < 0 ||
+		     jget_str(root, "", "PodIP", WIRE_MAX_STR, &out->pod_ip,
+			      e) < 0 ||
+		     jget_str(root, "", "PodHostname", WIRE_MAX_STR,
+			      &out->pod_hostname, e) < 0 ||
 		     parse_spec(root, out, e) < 0
 		 ? -1
 		 : 0;

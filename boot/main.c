@@ -4,13 +4,13 @@
  * flag with an environment fallback, which is how tests reach it through
  * the agent. */
 #include <curl/curl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "abspath.h"
 #include "boot.h"
+#include "cli.h"
 #include "log.h"
 #include "util.h"
 
@@ -40,52 +40,33 @@ static void usage(FILE *f)
 	      f);
 }
 
-enum {
-	O_SOURCE = 256,
-	O_BOOT,
-	O_UDDIR,
-	O_EC2,
-	O_GCE,
-	O_AZURE,
-	O_AZURE_OVF,
-	O_AZURE_WIRE,
-	O_SSM,
-	O_CA,
-	O_REGION,
-	O_IID,
-	O_BASE,
-	O_APATH,
-	O_AVER,
-	O_STATE,
-	O_UPDATE,
-	O_TIMEOUT,
-	O_VERSION,
-};
+enum { O_SOURCE = CLI_ID0, O_TIMEOUT, O_VERSION };
 
-static const struct option longopts[] = {
-    {"source", required_argument, NULL, O_SOURCE},
-    {"boot-dir", required_argument, NULL, O_BOOT},
-    {"userdata-dir", required_argument, NULL, O_UDDIR},
-    {"ec2-url", required_argument, NULL, O_EC2},
-    {"gce-url", required_argument, NULL, O_GCE},
-    {"azure-url", required_argument, NULL, O_AZURE},
-    {"azure-ovf-device", required_argument, NULL, O_AZURE_OVF},
-    {"azure-wireserver", required_argument, NULL, O_AZURE_WIRE},
-    {"ssm-endpoint", required_argument, NULL, O_SSM},
-    {"ca-bundle", required_argument, NULL, O_CA},
-    {"region", required_argument, NULL, O_REGION},
-    {"instance-id", required_argument, NULL, O_IID},
-    {"param-base", required_argument, NULL, O_BASE},
-    {"agent-path", required_argument, NULL, O_APATH},
-    {"agent-version", required_argument, NULL, O_AVER},
-    {"state-dir", required_argument, NULL, O_STATE},
-    {"update-only", no_argument, NULL, O_UPDATE},
-    {"timeout", required_argument, NULL, O_TIMEOUT},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, O_VERSION},
-    {NULL, 0, NULL, 0},
+#define S(name, field) CLI_S(name, struct boot_opts, field)
+static const struct cli_opt opts[] = {
+    {"source", CLI_ID_ARG, O_SOURCE},
+    S("boot-dir", boot_dir),
+    S("userdata-dir", userdata_dir),
+    S("ec2-url", ec2_url),
+    S("gce-url", gce_url),
+    S("azure-url", azure_url),
+    S("azure-ovf-device", azure_ovf_device),
+    S("azure-wireserver", azure_wireserver),
+    S("ssm-endpoint", ssm_endpoint),
+    S("ca-bundle", ca_bundle),
+    S("region", region),
+    S("instance-id", instance_id),
+    S("param-base", param_base),
+    S("agent-path", agent_path),
+    S("agent-version", agent_version),
+    S("state-dir", state_dir),
+    CLI_B("update-only", struct boot_opts, update_only),
+    {"timeout", CLI_ID_ARG, O_TIMEOUT},
+    {"verbose", CLI_ID, 'v'},
+    {"help", CLI_ID, 'h'},
+    {"version", CLI_ID, O_VERSION},
 };
+#undef S
 
 static const char *env(const char *name)
 {
@@ -117,54 +98,6 @@ static int set(struct boot_opts *o, int c, const char *arg)
 	switch (c) {
 	case O_SOURCE:
 		return parse_source(arg, &o->source);
-	case O_BOOT:
-		o->boot_dir = arg;
-		break;
-	case O_UDDIR:
-		o->userdata_dir = arg;
-		break;
-	case O_EC2:
-		o->ec2_url = arg;
-		break;
-	case O_GCE:
-		o->gce_url = arg;
-		break;
-	case O_AZURE:
-		o->azure_url = arg;
-		break;
-	case O_AZURE_OVF:
-		o->azure_ovf_device = arg;
-		break;
-	case O_AZURE_WIRE:
-		o->azure_wireserver = arg;
-		break;
-	case O_SSM:
-		o->ssm_endpoint = arg;
-		break;
-	case O_CA:
-		o->ca_bundle = arg;
-		break;
-	case O_REGION:
-		o->region = arg;
-		break;
-	case O_IID:
-		o->instance_id = arg;
-		break;
-	case O_BASE:
-		o->param_base = arg;
-		break;
-	case O_APATH:
-		o->agent_path = arg;
-		break;
-	case O_AVER:
-		o->agent_version = arg;
-		break;
-	case O_STATE:
-		o->state_dir = arg;
-		break;
-	case O_UPDATE:
-		o->update_only = true;
-		break;
 	case O_TIMEOUT:
 		o->timeout = strtod(arg, &end);
 		if (*end || !(o->timeout > 0 && o->timeout <= 3600)) {
@@ -198,10 +131,11 @@ int main(int argc, char **argv)
 	    .agent_version = CELL_VERSION,
 	    .timeout = 10,
 	};
+	const struct cli_parser cli = {"vh", opts, ARRAY_SIZE(opts), &o};
 	int c, verbose = 0, rc;
 
 	log_init("cell-boot", LOG_INFO);
-	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+	while ((c = cli_next(&cli, argc, argv)) != -1) {
 		if (c == 'v') {
 			verbose++;
 		} else if (c == 'h') {

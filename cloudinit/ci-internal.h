@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "gunzip.h"
 #include "cloudinit.h"
 #include "err.h"
 #include "util.h"
@@ -60,13 +61,9 @@ int ci_problem_add(struct ci_problems *p, enum ci_sev sev, const char *part,
     __attribute__((format(printf, 5, 6)));
 void ci_problems_free(struct ci_problems *p);
 
-/* ---- codec.c: base64, gzip ---- */
-bool ci_is_gzip(const void *p, size_t n);
+/* ---- codec.c: base64 (gzip: common/gunzip.h) ---- */
 /* Decode standard base64; whitespace is skipped, padding optional. */
 int ci_b64_decode(const char *in, size_t len, struct buf *out, struct cerr *e);
-/* Gunzip (concatenated members allowed) into out, whose max caps the
- * output: a gzip bomb fails with EFBIG after max bytes. */
-int ci_gunzip(const void *in, size_t len, struct buf *out, struct cerr *e);
 
 /* ---- the typed config ---- */
 struct ci_cmd {

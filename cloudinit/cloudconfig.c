@@ -347,7 +347,7 @@ static int content(struct ci_parse *ps, const struct ynode *n, enum enc enc,
 		buf_init(&out, room);
 	}
 	if (r == 0 && (enc == ENC_GZ || enc == ENC_GZ_B64))
-		r = ci_gunzip(raw.data, raw.len, &out, &e);
+		r = gunzip_buf(raw.data, raw.len, &out, &e);
 	else if (r == 0)
 		out = raw, buf_init(&raw, 0);
 	buf_free(&raw);

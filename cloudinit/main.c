@@ -2,10 +2,8 @@
 /* cell-cloudinit: a minimal, fast cloud-init for cells. Parses options and
  * hands over to the library (cloudinit.h); exit 0 all applied, 1 a module
  * failed or no datasource, 2 usage error or errors in the user data. */
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "abspath.h"
+#include "cli.h"
 #include "cloudinit.h"
 #include "log.h"
 #include "util.h"
@@ -60,63 +59,42 @@ static const char usage_text[] =
     "Exit status: 0 all applied, 1 a module failed or no datasource,\n"
     "2 usage error or errors in the user data.\n";
 
-enum {
-	OPT_DS = 256,
-	OPT_FILE,
-	OPT_META,
-	OPT_URL,
-	OPT_SEED,
-	OPT_CIDATA,
-	OPT_EC2,
-	OPT_GCE,
-	OPT_AZURE,
-	OPT_AZURE_OVF,
-	OPT_AZURE_WIRE,
-	OPT_TIMEOUT,
-	OPT_IID,
-	OPT_ROOT,
-	OPT_STATE,
-	OPT_LOG,
-	OPT_USER,
-	OPT_CHROOT,
-	OPT_SETHOST,
-	OPT_VALIDATE,
-	OPT_VERSION,
-	OPT_CAN_HOSTS,
-	OPT_CAN_YAML,
-	OPT_CAN_FILES,
-};
+enum { OPT_DS = CLI_ID0, OPT_TIMEOUT, OPT_VALIDATE, OPT_VERSION };
 
-static const struct option longopts[] = {
-    {"datasource", required_argument, NULL, OPT_DS},
-    {"file", required_argument, NULL, OPT_FILE},
-    {"meta-data", required_argument, NULL, OPT_META},
-    {"url", required_argument, NULL, OPT_URL},
-    {"seed-dir", required_argument, NULL, OPT_SEED},
-    {"cidata-device", required_argument, NULL, OPT_CIDATA},
-    {"ec2-url", required_argument, NULL, OPT_EC2},
-    {"gce-url", required_argument, NULL, OPT_GCE},
-    {"azure-url", required_argument, NULL, OPT_AZURE},
-    {"azure-ovf-device", required_argument, NULL, OPT_AZURE_OVF},
-    {"azure-wireserver", required_argument, NULL, OPT_AZURE_WIRE},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"instance-id", required_argument, NULL, OPT_IID},
-    {"root", required_argument, NULL, OPT_ROOT},
-    {"state-dir", required_argument, NULL, OPT_STATE},
-    {"log-file", required_argument, NULL, OPT_LOG},
-    {"default-user", required_argument, NULL, OPT_USER},
-    {"chroot-commands", no_argument, NULL, OPT_CHROOT},
-    {"set-hostname", no_argument, NULL, OPT_SETHOST},
-    {"canonical-hosts", no_argument, NULL, OPT_CAN_HOSTS},
-    {"canonical-yaml", no_argument, NULL, OPT_CAN_YAML},
-    {"canonical-write-files", no_argument, NULL, OPT_CAN_FILES},
-    {"validate", required_argument, NULL, OPT_VALIDATE},
-    {"verbose", no_argument, NULL, 'v'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {NULL, 0, NULL, 0},
+/* Options that only store their argument, or set a flag, in ci_opts. */
+#define S(name, field) CLI_S(name, struct ci_opts, field)
+#define B(name, field) CLI_B(name, struct ci_opts, field)
+static const struct cli_opt opts[] = {
+    {"datasource", CLI_ID_ARG, OPT_DS},
+    S("file", file),
+    S("meta-data", meta_data),
+    S("url", url),
+    S("seed-dir", seed_dir),
+    S("cidata-device", cidata_device),
+    S("ec2-url", ec2_url),
+    S("gce-url", gce_url),
+    S("azure-url", azure_url),
+    S("azure-ovf-device", azure_ovf_device),
+    S("azure-wireserver", azure_wireserver),
+    {"timeout", CLI_ID_ARG, OPT_TIMEOUT},
+    S("instance-id", instance_id),
+    S("root", root),
+    S("state-dir", state_dir),
+    S("log-file", log_file),
+    S("default-user", default_user),
+    B("chroot-commands", chroot_commands),
+    B("set-hostname", set_hostname),
+    B("canonical-hosts", canonical_hosts),
+    B("canonical-yaml", canonical_yaml),
+    B("canonical-write-files", canonical_write_files),
+    {"validate", CLI_ID_ARG, OPT_VALIDATE},
+    {"verbose", CLI_ID, 'v'},
+    {"quiet", CLI_ID, 'q'},
+    {"help", CLI_ID, 'h'},
+    {"version", CLI_ID, OPT_VERSION},
 };
+#undef S
+#undef B
 
 static const char *const ds_names[] = {
     [CI_DS_AUTO] = "auto",   [CI_DS_EC2] = "ec2",	  [CI_DS_GCE] = "gce",
@@ -131,18 +109,8 @@ struct cli {
 	enum log_level level;
 };
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
-							     ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "cell-cloudinit: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'cell-cloudinit --help'.\n");
-	return CI_EXIT_DOCUMENT;
-}
+#define usage_error(...)                                                       \
+	cli_usage_error("cell-cloudinit", CI_EXIT_DOCUMENT, __VA_ARGS__)
 
 static int set_ds(struct cli *c, const char *name)
 {
@@ -166,55 +134,13 @@ static int set_timeout(struct cli *c, const char *s)
 	return 0;
 }
 
-/* Options that only store their argument in struct ci_opts. */
-static const struct {
-	int opt;
-	size_t off;
-} str_opts[] = {
-    {OPT_FILE, offsetof(struct ci_opts, file)},
-    {OPT_META, offsetof(struct ci_opts, meta_data)},
-    {OPT_URL, offsetof(struct ci_opts, url)},
-    {OPT_SEED, offsetof(struct ci_opts, seed_dir)},
-    {OPT_CIDATA, offsetof(struct ci_opts, cidata_device)},
-    {OPT_EC2, offsetof(struct ci_opts, ec2_url)},
-    {OPT_GCE, offsetof(struct ci_opts, gce_url)},
-    {OPT_AZURE, offsetof(struct ci_opts, azure_url)},
-    {OPT_AZURE_OVF, offsetof(struct ci_opts, azure_ovf_device)},
-    {OPT_AZURE_WIRE, offsetof(struct ci_opts, azure_wireserver)},
-    {OPT_IID, offsetof(struct ci_opts, instance_id)},
-    {OPT_ROOT, offsetof(struct ci_opts, root)},
-    {OPT_STATE, offsetof(struct ci_opts, state_dir)},
-    {OPT_LOG, offsetof(struct ci_opts, log_file)},
-    {OPT_USER, offsetof(struct ci_opts, default_user)},
-};
-
 static int one_opt(struct cli *c, int opt, const char *arg)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(str_opts); i++)
-		if (str_opts[i].opt == opt) {
-			*(const char **)((char *)&c->o + str_opts[i].off) = arg;
-			return 0;
-		}
 	switch (opt) {
 	case OPT_DS:
 		return set_ds(c, arg);
 	case OPT_TIMEOUT:
 		return set_timeout(c, arg);
-	case OPT_CHROOT:
-		c->o.chroot_commands = true;
-		return 0;
-	case OPT_SETHOST:
-		c->o.set_hostname = true;
-		return 0;
-	case OPT_CAN_HOSTS:
-		c->o.canonical_hosts = true;
-		return 0;
-	case OPT_CAN_YAML:
-		c->o.canonical_yaml = true;
-		return 0;
-	case OPT_CAN_FILES:
-		c->o.canonical_write_files = true;
-		return 0;
 	case OPT_VALIDATE:
 		c->validate = arg;
 		return 0;
@@ -272,13 +198,14 @@ static int check(struct cli *c)
 int main(int argc, char **argv)
 {
 	struct cli c = {.level = LOG_INFO};
+	const struct cli_parser cli = {"vqh", opts, ARRAY_SIZE(opts), &c.o};
 	char root[PATH_MAX];
 	int opt, r;
 
 	umask(022);
 	signal(SIGPIPE, SIG_IGN);
 	opterr = 1;
-	while ((opt = getopt_long(argc, argv, "vqh", longopts, NULL)) != -1)
+	while ((opt = cli_next(&cli, argc, argv)) != -1)
 		if ((r = one_opt(&c, opt, optarg)) != 0)
 			return r;
 	if (optind < argc)

@@ -25,8 +25,7 @@ int ci_problem_add(struct ci_problems *p, enum ci_sev sev, const char *part,
 		return -1;
 	}
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
+	msg = xvasprintf(fmt, ap);
 	va_end(ap);
 	q = VEC_PUSH(p->v, p->n, p->cap);
 	q->sev = sev;

@@ -23,19 +23,6 @@
 #include "fsutil.h"
 #include "util.h"
 
-static int subdir(int dirfd, const char *name, struct cerr *e)
-{
-	int fd;
-
-	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
-		return cerr_sys(e, "mkdir %s", name);
-	fd = openat(dirfd, name,
-		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return cerr_sys(e, "open %s", name);
-	return fd;
-}
-
 static bool same_instance(int dirfd, const char *iid)
 {
 	struct buf b;
@@ -73,10 +60,10 @@ int ci_state_open(const char *dir, const char *iid, struct ci_state *st,
 	}
 	st->iid_dir = ci_instance_dir_name(iid);
 	st->new_instance = !same_instance(st->dirfd, iid);
-	inst = subdir(st->dirfd, "instances", e);
+	inst = fs_subdir_at(st->dirfd, "instances", 0700, e);
 	if (inst < 0)
 		goto fail;
-	st->instfd = subdir(inst, st->iid_dir, e);
+	st->instfd = fs_subdir_at(inst, st->iid_dir, 0700, e);
 	if (st->instfd < 0)
 		goto fail;
 	if (mkdirat(st->instfd, "sem", 0700) < 0 && errno != EEXIST) {

@@ -43,7 +43,7 @@ enum ci_kind ci_userdata_kind(const char *p, size_t n, const char **what)
 		i++;
 	if (i == n)
 		return CI_KIND_EMPTY;
-	if (ci_is_gzip(p, n))
+	if (gunzip_is_gzip(p, n))
 		return CI_KIND_GZIP;
 	for (size_t k = 0; k < ARRAY_SIZE(unsupported); k++)
 		if (starts(p, n, unsupported[k])) {
@@ -208,7 +208,7 @@ void ci_parse_gzip(struct ci_parse *ps, const char *p, size_t n,
 	/* One budget for every gunzip in the document, so nesting cannot
 	 * multiply the cap. */
 	buf_init(&out, CI_MAX_USERDATA - ps->inflated);
-	if (ps->inflated >= CI_MAX_USERDATA || ci_gunzip(p, n, &out, &e) < 0) {
+	if (ps->inflated >= CI_MAX_USERDATA || gunzip_buf(p, n, &out, &e) < 0) {
 		if (!e.code)
 			cerr_set(&e, EFBIG, "data exceeds the limit");
 		ci_problem_add(&ps->cfg->problems, CI_ERROR, ps->part, 0,
@@ -306,7 +306,7 @@ static void parse_part(struct ci_parse *ps, const char *type, const char *fn,
 	    "text/x-shellscript-per-once",
 	    NULL};
 
-	if (ci_is_gzip(p, n)) {
+	if (gunzip_is_gzip(p, n)) {
 		/* A gzip'd part is unwrapped first; its type then comes from
 		 * its content, as cloud-init does. */
 		ci_parse_gzip(ps, p, n, fn, depth);

@@ -283,6 +283,19 @@ static int rm_tree(int parent, const char *name, dev_t dev, int depth,
 	return 0;
 }
 
+int fs_subdir_at(int dirfd, const char *name, mode_t mode, struct cerr *e)
+{
+	int fd;
+
+	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+		return cerr_sys(e, "mkdir %s", name);
+	fd = openat(dirfd, name,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cerr_sys(e, "open %s", name);
+	return fd;
+}
+
 int fs_rm_rf_at(int dirfd, const char *name, struct cerr *e)
 {
 	struct stat st;

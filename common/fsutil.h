@@ -40,6 +40,9 @@ int fs_read_regular(int pathfd, struct buf *out, struct cerr *e);
 int fs_read_regular_file(const char *path, struct buf *out, struct cerr *e);
 /* "a fifo", "a character device", … for st_mode's type. */
 const char *fs_type_name(mode_t mode);
+/* The directory name inside dirfd, made with mode when missing, opened
+ * (never through a symlink): its fd, or -1 with e set. */
+int fs_subdir_at(int dirfd, const char *name, mode_t mode, struct cerr *e);
 /* Remove name (file or tree) inside dirfd without following symlinks and
  * without crossing into other mounts. A missing name is not an error. */
 int fs_rm_rf_at(int dirfd, const char *name, struct cerr *e);

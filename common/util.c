@@ -58,14 +58,22 @@ char *xstrndup(const char *s, size_t n)
 	return p;
 }
 
+char *xvasprintf(const char *fmt, va_list ap)
+{
+	char *p;
+
+	if (vasprintf(&p, fmt, ap) < 0)
+		oom();
+	return p;
+}
+
 char *xasprintf(const char *fmt, ...)
 {
 	char *p;
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vasprintf(&p, fmt, ap) < 0)
-		oom();
+	p = xvasprintf(fmt, ap);
 	va_end(ap);
 	return p;
 }

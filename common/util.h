@@ -4,6 +4,7 @@
 #ifndef CELL_UTIL_H
 #define CELL_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,8 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *xvasprintf(const char *fmt, va_list ap)
+    __attribute__((format(printf, 1, 0)));
 
 bool str_has_prefix(const char *s, const char *prefix);
 bool str_has_suffix(const char *s, const char *suffix);

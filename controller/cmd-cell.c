@@ -80,7 +80,7 @@ int cmd_pki(int argc, char **argv, struct ctl_global *g)
 	return r < 0 ? ctl_fail("pki", &e) : 0;
 }
 
-/* ---- ping, version ---- */
+/* ---- ping, version, metrics ---- */
 
 int cmd_ping(int argc, char **argv, struct ctl_global *g)
 {
@@ -105,9 +105,11 @@ int cmd_ping(int argc, char **argv, struct ctl_global *g)
 	return 0;
 }
 
-int cmd_version(int argc, char **argv, struct ctl_global *g)
+/* GET path and print the body (at most max bytes) as it is, with a
+ * newline when nl. */
+static int get_verb(int argc, char **argv, struct ctl_global *g,
+		    const char *usage, const char *path, size_t max, bool nl)
 {
-	static const char usage[] = "usage: cellctl version --cell ADDR\n";
 	struct ctl_cell cell;
 	struct cerr e = {0};
 	struct buf b;
@@ -116,14 +118,31 @@ int cmd_version(int argc, char **argv, struct ctl_global *g)
 	if (r >= 0)
 		return r;
 	if (ctl_open_cell(g, NULL, &cell, &e) < 0)
-		return ctl_fail("version", &e);
-	buf_init(&b, 4096);
-	r = cell_get_ok(&cell, "version", 0, &b, &e);
+		return ctl_fail(path, &e);
+	buf_init(&b, max);
+	r = cell_get_ok(&cell, path, 0, &b, &e);
 	cell_free(&cell);
-	if (r == 0)
-		printf("%s\n", b.data ? b.data : "");
+	if (r == 0 && b.len)
+		fwrite(b.data, 1, b.len, stdout);
+	if (r == 0 && nl)
+		putchar('\n');
 	buf_free(&b);
-	return r < 0 ? ctl_fail("version", &e) : 0;
+	return r < 0 ? ctl_fail(path, &e) : 0;
+}
+
+int cmd_version(int argc, char **argv, struct ctl_global *g)
+{
+	return get_verb(argc, argv, g, "usage: cellctl version --cell ADDR\n",
+			"version", 4096, true);
+}
+
+/* The agent's Prometheus text (GET /rest/v1/metrics), as is. */
+int cmd_metrics(int argc, char **argv, struct ctl_global *g)
+{
+	return get_verb(argc, argv, g,
+			"usage: cellctl metrics --cell ADDR\n"
+			"  the agent's metrics (Prometheus text)\n",
+			"metrics", 16u << 20, false);
 }
 
 /* ---- status ---- */

@@ -35,8 +35,7 @@ char *cache_path(const struct cache *c, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vasprintf(&rel, fmt, ap) < 0)
-		abort();
+	rel = xvasprintf(fmt, ap);
 	va_end(ap);
 	return xasprintf("%s/%s", c->root, rel);
 }

@@ -225,6 +225,18 @@ static int commit_blob(struct fetch *f, struct blob_job *b, const char *tmp,
 	return 0;
 }
 
+/* The blob is whole at fd (the cache's or the share's): nothing to
+ * download. */
+static bool blob_from(struct blob_job *b, int fd)
+{
+	pthread_mutex_lock(&b->mu);
+	b->fd = fd;
+	b->cached = true;
+	pthread_mutex_unlock(&b->mu);
+	b->written = (uint64_t)b->desc->size;
+	return true;
+}
+
 /* Use the cached blob when it is there (and good, if asked to check). */
 static bool use_cached_blob(struct fetch *f, struct blob_job *b)
 {
@@ -243,12 +255,7 @@ static bool use_cached_blob(struct fetch *f, struct blob_job *b)
 	fd = openat(f->cache->fd, p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	pthread_mutex_lock(&b->mu);
-	b->fd = fd;
-	b->cached = true;
-	pthread_mutex_unlock(&b->mu);
-	b->written = (uint64_t)b->desc->size;
-	return true;
+	return blob_from(b, fd);
 }
 
 /* The blob from the shared tier, read in place: a flattened rootfs, or a
@@ -267,12 +274,7 @@ static bool use_shared_blob(struct fetch *f, struct blob_job *b)
 			log_warn("shared cache: %s; downloading it", e.msg);
 		return false;
 	}
-	pthread_mutex_lock(&b->mu);
-	b->fd = fd;
-	b->cached = true;
-	pthread_mutex_unlock(&b->mu);
-	b->written = (uint64_t)b->desc->size;
-	return true;
+	return blob_from(b, fd);
 }
 
 void blob_job_run(struct fetch *f, struct blob_job *b)

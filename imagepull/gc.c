@@ -136,10 +136,22 @@ static int remove_entry(int fd, const char *name, struct pull_gc_stats *st,
 	return fs_rm_rf_at(fd, name, e);
 }
 
+/* Whether an entry of a swept directory stays: name, and digest
+ * ("algo:name") when the directory holds digests. */
+typedef bool keep_fn(const struct cache *c, const struct keep *keep,
+		     const char *name, const char *digest);
+
+/* Those that `keep` names; keep == NULL keeps none. */
+static bool kept(const struct cache *c, const struct keep *keep,
+		 const char *name, const char *digest)
+{
+	return keep && keep_has(keep, digest ? digest : name);
+}
+
 /* Remove the entries of dir (algo-named digests when algo is set) that
- * `keep` does not name; keep == NULL removes everything. */
+ * fn does not keep. */
 static int sweep(const struct cache *c, const char *dir, const char *algo,
-		 const struct keep *keep, struct pull_gc_stats *st,
+		 keep_fn *fn, const struct keep *keep, struct pull_gc_stats *st,
 		 struct cerr *e)
 {
 	cleanup_free char *rel =
@@ -155,10 +167,8 @@ static int sweep(const struct cache *c, const char *dir, const char *algo,
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (!algo && keep && keep_has(keep, de->d_name))
-			continue;
 		digest = algo ? xasprintf("%s:%s", algo, de->d_name) : NULL;
-		if (digest && keep && keep_has(keep, digest))
+		if (fn(c, keep, de->d_name, digest))
 			continue;
 		if (remove_entry(fd, de->d_name, st, e) < 0)
 			return -1;
@@ -182,28 +192,10 @@ static void sweep_links(const struct cache *c)
 /* A shared cache's layer entries without a valid completion record (left
  * by a crash between steps, or damaged) go, even when a record names them:
  * no cell would use them, and the next populate writes them whole. */
-static int sweep_incomplete(const struct cache *c, const char *algo,
-			    struct pull_gc_stats *st, struct cerr *e)
+static bool complete(const struct cache *c, const struct keep *keep,
+		     const char *name, const char *digest)
 {
-	cleanup_free char *rel = xasprintf("layers/%s", algo);
-	cleanup_close int fd = -1;
-	cleanup_dir DIR *d = open_dir_at(c->fd, rel, &fd);
-	struct dirent *de;
-
-	if (!d)
-		return errno == ENOENT ? 0 : cerr_sys(e, "open %s", rel);
-	while ((de = readdir(d))) {
-		cleanup_free char *digest = NULL;
-
-		if (de->d_name[0] == '.')
-			continue;
-		digest = xasprintf("%s:%s", algo, de->d_name);
-		if (cache_has_layer(c, digest))
-			continue;
-		if (remove_entry(fd, de->d_name, st, e) < 0)
-			return -1;
-	}
-	return 0;
+	return name[0] == '.' || cache_has_layer(c, digest);
 }
 
 /* Half-written tag records (fs_write_atomic's temporaries). */
@@ -231,18 +223,18 @@ int pull_gc(const char *workdir, struct pull_gc_stats *st, struct cerr *e)
 		goto out;
 	keep_add(&gc, "gc");
 	if (read_records(&c, &blobs, &layers, e) < 0 ||
-	    sweep(&c, "tmp", NULL, NULL, st, e) < 0 ||
-	    sweep(&c, "locks", NULL, &gc, st, e) < 0 ||
-	    sweep(&c, "blobs", "sha256", &blobs, st, e) < 0 ||
-	    sweep(&c, "blobs", "sha512", &blobs, st, e) < 0 ||
-	    sweep(&c, "layers", "sha256", &layers, st, e) < 0 ||
-	    sweep(&c, "layers", "sha512", &layers, st, e) < 0)
+	    sweep(&c, "tmp", NULL, kept, NULL, st, e) < 0 ||
+	    sweep(&c, "locks", NULL, kept, &gc, st, e) < 0 ||
+	    sweep(&c, "blobs", "sha256", kept, &blobs, st, e) < 0 ||
+	    sweep(&c, "blobs", "sha512", kept, &blobs, st, e) < 0 ||
+	    sweep(&c, "layers", "sha256", kept, &layers, st, e) < 0 ||
+	    sweep(&c, "layers", "sha512", kept, &layers, st, e) < 0)
 		goto out;
 	sweep_links(&c);
 	if (faccessat(c.fd, SHARE_MARKER, F_OK, 0) == 0) {
 		c.shared_layout = true;
-		if (sweep_incomplete(&c, "sha256", st, e) < 0 ||
-		    sweep_incomplete(&c, "sha512", st, e) < 0)
+		if (sweep(&c, "layers", "sha256", complete, NULL, st, e) < 0 ||
+		    sweep(&c, "layers", "sha512", complete, NULL, st, e) < 0)
 			goto out;
 		sweep_tag_temps(&c, st);
 	}

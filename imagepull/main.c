@@ -2,9 +2,7 @@
 /* cell-pull: pull an OCI/Docker image from a registry into a flattened
  * rootfs or an overlay mount over a content-addressed layer cache. */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +11,7 @@
 
 #include "abspath.h"
 #include "buf.h"
+#include "cli.h"
 #include "fsutil.h"
 #include "jsonutil.h"
 #include "log.h"
@@ -90,61 +89,47 @@ static const char usage_text[] =
     "Exit status: 0 success, 1 pull failed, 2 usage error.\n";
 
 enum {
-	OPT_IMAGE = 256,
-	OPT_EXTRACT,
-	OPT_MOUNT,
-	OPT_UPPER,
-	OPT_SAVE,
-	OPT_WORKDIR,
-	OPT_USER,
-	OPT_PASS,
-	OPT_AUTHFILE,
+	OPT_IMAGE = CLI_ID0,
 	OPT_PARALLEL,
-	OPT_VALIDATE,
-	OPT_INSECURE,
-	OPT_PLATFORM,
 	OPT_PROGRESS,
-	OPT_URL,
-	OPT_CA,
+	OPT_INSECURE,
 	OPT_RETRIES,
-	OPT_UNMOUNT,
-	OPT_GC,
 	OPT_VERSION,
 	OPT_CREDS_FD,
 	OPT_KEEP_FREE,
-	OPT_SHARED,
 	OPT_POPULATE,
 };
 
-static const struct option longopts[] = {
-    {"image", required_argument, NULL, OPT_IMAGE},
-    {"extract-to", required_argument, NULL, OPT_EXTRACT},
-    {"mount", required_argument, NULL, OPT_MOUNT},
-    {"upper-dir", required_argument, NULL, OPT_UPPER},
-    {"save-config", required_argument, NULL, OPT_SAVE},
-    {"workdir", required_argument, NULL, OPT_WORKDIR},
-    {"username", required_argument, NULL, OPT_USER},
-    {"password", required_argument, NULL, OPT_PASS},
-    {"auth-file", required_argument, NULL, OPT_AUTHFILE},
-    {"parallel", required_argument, NULL, OPT_PARALLEL},
-    {"validate-cache", no_argument, NULL, OPT_VALIDATE},
-    {"insecure-registry", required_argument, NULL, OPT_INSECURE},
-    {"platform", required_argument, NULL, OPT_PLATFORM},
-    {"progress", required_argument, NULL, OPT_PROGRESS},
-    {"registry-url", required_argument, NULL, OPT_URL},
-    {"ca-file", required_argument, NULL, OPT_CA},
-    {"retries", required_argument, NULL, OPT_RETRIES},
-    {"unmount", required_argument, NULL, OPT_UNMOUNT},
-    {"gc", no_argument, NULL, OPT_GC},
-    {"verbose", no_argument, NULL, 'v'},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {"credentials-fd", required_argument, NULL, OPT_CREDS_FD},
-    {"keep-free-mib", required_argument, NULL, OPT_KEEP_FREE},
-    {"shared-cache", required_argument, NULL, OPT_SHARED},
-    {"populate", required_argument, NULL, OPT_POPULATE},
-    {NULL, 0, NULL, 0},
+#define S(name, field) CLI_S(name, struct cli, field)
+static const struct cli_opt opts[] = {
+    {"image", CLI_ID_ARG, OPT_IMAGE},
+    S("extract-to", o.extract_to),
+    S("mount", o.mount_at),
+    S("upper-dir", o.upper_dir),
+    S("save-config", save_config),
+    S("workdir", o.workdir),
+    S("username", o.username),
+    S("password", o.password),
+    S("auth-file", o.auth_file),
+    {"parallel", CLI_ID_ARG, OPT_PARALLEL},
+    CLI_B("validate-cache", struct cli, o.validate_cache),
+    {"insecure-registry", CLI_ID_ARG, OPT_INSECURE},
+    S("platform", o.platform),
+    {"progress", CLI_ID_ARG, OPT_PROGRESS},
+    S("registry-url", o.registry_url),
+    S("ca-file", o.ca_file),
+    {"retries", CLI_ID_ARG, OPT_RETRIES},
+    S("unmount", unmount),
+    CLI_B("gc", struct cli, gc),
+    {"verbose", CLI_ID, 'v'},
+    {"help", CLI_ID, 'h'},
+    {"version", CLI_ID, OPT_VERSION},
+    {"credentials-fd", CLI_ID_ARG, OPT_CREDS_FD},
+    {"keep-free-mib", CLI_ID_ARG, OPT_KEEP_FREE},
+    S("shared-cache", o.shared_cache),
+    {"populate", CLI_ID_ARG, OPT_POPULATE},
 };
+#undef S
 
 /* Tosi's single-dash flags, rewritten before getopt sees them. */
 static const char *const tosi[][2] = {
@@ -177,18 +162,7 @@ static void translate_tosi(int argc, char **argv)
 	}
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt,
-							     ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "cell-pull: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'cell-pull --help'.\n");
-	return 2;
-}
+#define usage_error(...) cli_usage_error("cell-pull", 2, __VA_ARGS__)
 
 static int int_arg(const char *name, const char *s, int min, int max, int *out)
 {
@@ -215,34 +189,9 @@ static int parse_progress(const char *s, enum progress_mode *m)
 	return -1;
 }
 
-/* Options that just store their argument. */
-static const struct {
-	int opt;
-	size_t off;
-} str_opts[] = {
-    {OPT_EXTRACT, offsetof(struct cli, o.extract_to)},
-    {OPT_MOUNT, offsetof(struct cli, o.mount_at)},
-    {OPT_UPPER, offsetof(struct cli, o.upper_dir)},
-    {OPT_SAVE, offsetof(struct cli, save_config)},
-    {OPT_WORKDIR, offsetof(struct cli, o.workdir)},
-    {OPT_USER, offsetof(struct cli, o.username)},
-    {OPT_PASS, offsetof(struct cli, o.password)},
-    {OPT_AUTHFILE, offsetof(struct cli, o.auth_file)},
-    {OPT_PLATFORM, offsetof(struct cli, o.platform)},
-    {OPT_URL, offsetof(struct cli, o.registry_url)},
-    {OPT_CA, offsetof(struct cli, o.ca_file)},
-    {OPT_UNMOUNT, offsetof(struct cli, unmount)},
-    {OPT_SHARED, offsetof(struct cli, o.shared_cache)},
-};
-
 /* Returns -1 to go on, else an exit status. */
 static int parse_opt(struct cli *c, int opt, const char *arg)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(str_opts); i++)
-		if (str_opts[i].opt == opt) {
-			*(const char **)((char *)c + str_opts[i].off) = arg;
-			return -1;
-		}
 	switch (opt) {
 	case OPT_IMAGE:
 		if (c->n_images == MAX_IMAGES)
@@ -253,12 +202,6 @@ static int parse_opt(struct cli *c, int opt, const char *arg)
 	case OPT_POPULATE:
 		c->o.workdir = arg;
 		c->o.populate = true;
-		return -1;
-	case OPT_VALIDATE:
-		c->o.validate_cache = true;
-		return -1;
-	case OPT_GC:
-		c->gc = true;
 		return -1;
 	case 'v':
 		c->verbose++;
@@ -323,11 +266,12 @@ static int abs_flags(struct cli *c)
 
 static int parse_args(struct cli *c, int argc, char **argv)
 {
+	const struct cli_parser cli = {"vh", opts, ARRAY_SIZE(opts), c};
 	int opt;
 
 	translate_tosi(argc, argv);
 	argv[0] = (char *)"cell-pull"; /* getopt's messages start with it */
-	while ((opt = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+	while ((opt = cli_next(&cli, argc, argv)) != -1) {
 		int r = parse_opt(c, opt, optarg);
 		if (r >= 0)
 			return r;

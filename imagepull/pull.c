@@ -56,8 +56,7 @@ __attribute__((format(printf, 2, 3))) static void warn(struct pull *p,
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
+	msg = xvasprintf(fmt, ap);
 	va_end(ap);
 	log_warn("%s", msg);
 	if (p->o->progress) {
@@ -290,6 +289,23 @@ static void layer_done(struct pull *p, struct layer_job *l, bool cached)
 	fetch_emit(&p->f, &ev);
 }
 
+/* The layer's lock into *lock, and tmp made afresh for it: 1 when the
+ * layer is in the cache already (another pull put it in), 0, or -1. */
+static int layer_claim(const struct cache *c, const char *diff_id,
+		       const char *tmp, int *lock, struct cerr *e)
+{
+	*lock = cache_lock(c, diff_id, e);
+	if (*lock < 0)
+		return -1;
+	if (cache_has_layer(c, diff_id))
+		return 1;
+	if (fs_rm_rf_at(c->fd, tmp, e) < 0)
+		return -1;
+	if (mkdirat(c->fd, tmp, 0755) < 0)
+		return cerr_sys(e, "mkdir %s/%s", c->root, tmp);
+	return 0;
+}
+
 /* A shared cache's layer: tmp/layer-<hex>.<host>.<pid>.<random>/{diff/,
  * complete}, renamed whole into layers/ (the record inside it, so the entry
  * appears with its record or not at all). The name is unique per populator
@@ -305,7 +321,7 @@ static int shared_layer(struct pull *p, struct layer_job *l, struct cerr *e)
 	cleanup_close int lock = -1, root = -1;
 	struct share_layer_rec rec = {.diff_id = (char *)l->diff_id,
 				      .blob = (char *)l->blob->desc->digest};
-	int fd;
+	int fd, r;
 
 	gethostname(host, sizeof(host) - 1);
 	tmp = xasprintf("tmp/layer-%s.%s.%d.%016llx", digest_hex(l->diff_id),
@@ -313,15 +329,10 @@ static int shared_layer(struct pull *p, struct layer_job *l, struct cerr *e)
 	diff = xasprintf("%s/diff", tmp);
 	done = xasprintf("%s/complete", tmp);
 	*strchr(dst, ':') = '/';
-	lock = cache_lock(c, l->diff_id, e);
-	if (lock < 0)
-		return -1;
-	if (cache_has_layer(c, l->diff_id))
-		return 0;
-	if (fs_rm_rf_at(c->fd, tmp, e) < 0)
-		return -1;
-	if (mkdirat(c->fd, tmp, 0755) < 0 || mkdirat(c->fd, diff, 0755) < 0)
-		return cerr_sys(e, "mkdir %s/%s", c->root, tmp);
+	if ((r = layer_claim(c, l->diff_id, tmp, &lock, e)) != 0)
+		return r < 0 ? -1 : 0;
+	if (mkdirat(c->fd, diff, 0755) < 0)
+		return cerr_sys(e, "mkdir %s/%s", c->root, diff);
 	root = openat(c->fd, diff, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return cerr_sys(e, "open %s/%s", c->root, diff);
@@ -373,18 +384,12 @@ static int overlay_layer(struct pull *p, struct layer_job *l, struct cerr *e)
 	cleanup_free char *tmp = xasprintf("tmp/layer-%s", l->diff_id);
 	cleanup_free char *dst = xasprintf("layers/%s", l->diff_id);
 	cleanup_close int lock = -1, root = -1;
+	int r;
 
 	*strchr(tmp, ':') = '-';
 	*strchr(dst, ':') = '/';
-	lock = cache_lock(c, l->diff_id, e);
-	if (lock < 0)
-		return -1;
-	if (cache_has_layer(c, l->diff_id))
-		return 0;
-	if (fs_rm_rf_at(c->fd, tmp, e) < 0)
-		return -1;
-	if (mkdirat(c->fd, tmp, 0755) < 0)
-		return cerr_sys(e, "mkdir %s/%s", c->root, tmp);
+	if ((r = layer_claim(c, l->diff_id, tmp, &lock, e)) != 0)
+		return r < 0 ? -1 : 0;
 	root = openat(c->fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return cerr_sys(e, "open %s/%s", c->root, tmp);

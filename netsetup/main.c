@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /* cell-net: set up, tear down and show the pod's network. */
 #include <errno.h>
-#include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "abspath.h"
+#include "cli.h"
 #include "cloudinit.h"
 #include "log.h"
 #include "netsetup.h"
@@ -63,19 +62,7 @@ struct cli {
 	char *md_primary, *md_secondary;
 };
 
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "cell-net: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'cell-net --help'.\n");
-	return EXIT_USAGE;
-}
+#define usage_error(...) cli_usage_error("cell-net", EXIT_USAGE, __VA_ARGS__)
 
 static int add_port(struct cli *c, const char *s)
 {
@@ -105,50 +92,29 @@ static int add_cidr(struct cli *c, const char *s)
 
 static int parse_args(int argc, char **argv, struct cli *c)
 {
-	static const struct option opts[] = {
-	    {"name", required_argument, NULL, 'n'},
-	    {"pod-ip", required_argument, NULL, 'p'},
-	    {"primary-ip", required_argument, NULL, 'P'},
-	    {"primary-if", required_argument, NULL, 'I'},
-	    {"host-veth", required_argument, NULL, 'V'},
-	    {"host-network", no_argument, NULL, 'H'},
-	    {"private-cidr", required_argument, NULL, 'c'},
-	    {"port", required_argument, NULL, 'r'},
-	    {"netns-dir", required_argument, NULL, 'N'},
-	    {"state-dir", required_argument, NULL, 'S'},
-	    {"metadata-timeout", required_argument, NULL, 'T'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0}};
+#define S(name, field) CLI_S(name, struct net_opts, field)
+	static const struct cli_opt opts[] = {
+	    S("name", name),
+	    S("pod-ip", pod_ip),
+	    S("primary-ip", primary_ip),
+	    S("primary-if", primary_if),
+	    S("host-veth", host_veth),
+	    CLI_B("host-network", struct net_opts, host_network),
+	    {"private-cidr", CLI_ID_ARG, 'c'},
+	    {"port", CLI_ID_ARG, 'r'},
+	    S("netns-dir", netns_dir),
+	    S("state-dir", state_dir),
+	    {"metadata-timeout", CLI_ID_ARG, 'T'},
+	    {"verbose", CLI_ID, 'v'},
+	    {"help", CLI_ID, 'h'},
+	};
+#undef S
+	const struct cli_parser cli = {"vh", opts, ARRAY_SIZE(opts), &c->o};
 	int ch, r, verbose = 0;
 	char *end;
 
-	while ((ch = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+	while ((ch = cli_next(&cli, argc, argv)) != -1) {
 		switch (ch) {
-		case 'n':
-			c->o.name = optarg;
-			break;
-		case 'p':
-			c->o.pod_ip = optarg;
-			break;
-		case 'P':
-			c->o.primary_ip = optarg;
-			break;
-		case 'I':
-			c->o.primary_if = optarg;
-			break;
-		case 'V':
-			c->o.host_veth = optarg;
-			break;
-		case 'H':
-			c->o.host_network = true;
-			break;
-		case 'N':
-			c->o.netns_dir = optarg;
-			break;
-		case 'S':
-			c->o.state_dir = optarg;
-			break;
 		case 'v':
 			verbose++;
 			break;

@@ -77,57 +77,52 @@ static bool jbool(const json_t *o, const char *k)
 	return json_is_true(json_object_get(o, k));
 }
 
-static int parse_sysctls(const json_t *a, struct net_state *st, struct cerr *e)
+static int sysctl_fn(const json_t *v, const char *at, void *ctx, void *elem,
+		     struct cerr *e)
 {
-	size_t i;
-	json_t *v;
+	struct net_sysctl *s = elem;
 
-	if (!json_is_array(a) || json_array_size(a) > NET_MAX_CIDRS)
-		return cerr_set(e, EINVAL, "sysctls: not a short list");
-	st->sysctls = xcalloc(json_array_size(a) + 1, sizeof(*st->sysctls));
-	json_array_foreach(a, i, v)
-	{
-		struct net_sysctl *s = &st->sysctls[st->n_sysctls];
-		s->path = jstrdup(v, "path");
-		s->old = jstrdup(v, "old");
-		s->set = jstrdup(v, "set");
-		st->n_sysctls++;
-		if (!s->path || !s->old || !s->set || strstr(s->path, "..") ||
-		    s->path[0] == '/')
-			return cerr_set(e, EINVAL, "sysctls[%zu]: bad entry",
-					i);
-	}
+	s->path = jstrdup(v, "path");
+	s->old = jstrdup(v, "old");
+	s->set = jstrdup(v, "set");
+	if (!s->path || !s->old || !s->set || strstr(s->path, "..") ||
+	    s->path[0] == '/')
+		return jbad(e, at, NULL, "bad entry");
 	return 0;
 }
 
-static int parse_ports(const json_t *a, struct net_state *st, struct cerr *e)
+static int port_fn(const json_t *v, const char *at, void *ctx, void *elem,
+		   struct cerr *e)
 {
-	size_t i;
-	json_t *v;
+	struct net_port *p = elem;
+	long long hp, cp;
+	const char *proto = jstr(v, "protocol");
+	const char *hip = jstr(v, "hostIP");
+	struct in_addr ia;
 
-	if (!json_is_array(a) || json_array_size(a) > NET_MAX_PORTS)
-		return cerr_set(e, EINVAL, "ports: not a short list");
-	st->ports = xcalloc(json_array_size(a) + 1, sizeof(*st->ports));
-	json_array_foreach(a, i, v)
-	{
-		struct net_port *p = &st->ports[st->n_ports++];
-		long long hp, cp;
-		const char *proto = jstr(v, "protocol");
-		const char *hip = jstr(v, "hostIP");
-		struct in_addr ia;
+	if (jint(v, "hostPort", 0, &hp, e) < 0 ||
+	    jint(v, "containerPort", 0, &cp, e) < 0 || hp < 1 || hp > 65535 ||
+	    cp < 1 || cp > 65535 || !proto ||
+	    (strcmp(proto, "tcp") && strcmp(proto, "udp")) || !hip ||
+	    strlen(hip) >= sizeof(p->host_ip) ||
+	    (*hip && inet_pton(AF_INET, hip, &ia) != 1))
+		return jbad(e, at, NULL, "bad entry");
+	p->host_port = (uint16_t)hp;
+	p->container_port = (uint16_t)cp;
+	p->udp = !strcmp(proto, "udp");
+	snprintf(p->host_ip, sizeof(p->host_ip), "%s", hip);
+	return 0;
+}
 
-		if (jint(v, "hostPort", 0, &hp, e) < 0 ||
-		    jint(v, "containerPort", 0, &cp, e) < 0 || hp < 1 ||
-		    hp > 65535 || cp < 1 || cp > 65535 || !proto ||
-		    (strcmp(proto, "tcp") && strcmp(proto, "udp")) || !hip ||
-		    strlen(hip) >= sizeof(p->host_ip) ||
-		    (*hip && inet_pton(AF_INET, hip, &ia) != 1))
-			return cerr_set(e, EINVAL, "ports[%zu]: bad entry", i);
-		p->host_port = (uint16_t)hp;
-		p->container_port = (uint16_t)cp;
-		p->udp = !strcmp(proto, "udp");
-		snprintf(p->host_ip, sizeof(p->host_ip), "%s", hip);
-	}
+/* The lists are always written: absent is as bad as too long. */
+static int parse_lists(const json_t *j, struct net_state *st, struct cerr *e)
+{
+	if (jget_list(j, "", "sysctls", NET_MAX_CIDRS, sizeof(*st->sysctls),
+		      (void **)&st->sysctls, &st->n_sysctls, sysctl_fn, NULL,
+		      e) <= 0 ||
+	    jget_list(j, "", "ports", NET_MAX_PORTS, sizeof(*st->ports),
+		      (void **)&st->ports, &st->n_ports, port_fn, NULL, e) <= 0)
+		return -1;
 	return 0;
 }
 
@@ -153,11 +148,9 @@ int net_state_parse(const char *buf, size_t len, struct net_state *st,
 	st->made_veth = jbool(j, "madeVeth");
 	st->made_proxy = jbool(j, "madeProxyNeigh");
 	st->made_rules = jbool(j, "madeRules");
-	if (!st->name || !st->primary_if ||
-	    parse_sysctls(json_object_get(j, "sysctls"), st, e) < 0 ||
+	if (!st->name || !st->primary_if || parse_lists(j, st, e) < 0 ||
 	    jstrv(j, "privateCIDRs", &st->private_cidrs, e) < 0 ||
-	    strv_len(st->private_cidrs) > NET_MAX_CIDRS ||
-	    parse_ports(json_object_get(j, "ports"), st, e) < 0) {
+	    strv_len(st->private_cidrs) > NET_MAX_CIDRS) {
 		if (!e->code)
 			cerr_set(e, EINVAL, "missing or bad fields");
 		net_state_free(st);

@@ -9,13 +9,13 @@
  * Only option parsing and error printing live here; the rest is in
  * libagent (monitor.c, container.c, cgroup.c, crilog.c). */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "log.h"
 #include "runtime.h"
 #include "util.h"
@@ -33,34 +33,6 @@ static const char usage[] =
     "  logs [--tail N] [--bytes N] [--since TIME] [--timestamps|--cri]\n"
     "       [--rotated] LOG_FILE\n";
 
-enum {
-	O_SYNC_FD = 256,
-	O_ENV,
-	O_CWD,
-	O_GRACE,
-	O_TAIL,
-	O_BYTES,
-	O_SINCE,
-	O_TIMESTAMPS,
-	O_CRI,
-	O_ROTATED
-};
-
-static const struct option opts[] = {
-    {"sync-fd", required_argument, NULL, O_SYNC_FD},
-    {"env", required_argument, NULL, O_ENV},
-    {"cwd", required_argument, NULL, O_CWD},
-    {"grace", required_argument, NULL, O_GRACE},
-    {"tail", required_argument, NULL, O_TAIL},
-    {"bytes", required_argument, NULL, O_BYTES},
-    {"since", required_argument, NULL, O_SINCE},
-    {"timestamps", no_argument, NULL, O_TIMESTAMPS},
-    {"cri", no_argument, NULL, O_CRI},
-    {"rotated", no_argument, NULL, O_ROTATED},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
 struct args {
 	int sync_fd, grace;
 	const char *cwd;
@@ -69,6 +41,31 @@ struct args {
 	struct crilog_tail_opts tail;
 	const char *dir;
 	char **cmd;
+};
+
+enum {
+	O_SYNC_FD = CLI_ID0,
+	O_ENV,
+	O_GRACE,
+	O_TAIL,
+	O_BYTES,
+	O_SINCE,
+	O_TIMESTAMPS,
+	O_CRI
+};
+
+static const struct cli_opt opts[] = {
+    {"sync-fd", CLI_ID_ARG, O_SYNC_FD},
+    {"env", CLI_ID_ARG, O_ENV},
+    CLI_S("cwd", struct args, cwd),
+    {"grace", CLI_ID_ARG, O_GRACE},
+    {"tail", CLI_ID_ARG, O_TAIL},
+    {"bytes", CLI_ID_ARG, O_BYTES},
+    {"since", CLI_ID_ARG, O_SINCE},
+    {"timestamps", CLI_ID, O_TIMESTAMPS},
+    {"cri", CLI_ID, O_CRI},
+    CLI_B("rotated", struct args, tail.with_rotated),
+    {"help", CLI_ID, 'h'},
 };
 
 static int number(const char *s, int64_t min, int64_t max, int64_t *out)
@@ -97,9 +94,6 @@ static int parse_opt(int c, struct args *a)
 		a->env[a->n_env++] = optarg;
 		a->env[a->n_env] = NULL;
 		return 0;
-	case O_CWD:
-		a->cwd = optarg;
-		return 0;
 	case O_GRACE:
 		if (number(optarg, 0, INT_MAX, &v) < 0)
 			return -1;
@@ -121,9 +115,6 @@ static int parse_opt(int c, struct args *a)
 	case O_CRI:
 		a->tail.format = CRILOG_CRI;
 		return 0;
-	case O_ROTATED:
-		a->tail.with_rotated = true;
-		return 0;
 	default:
 		fputs(usage, stderr);
 		return -1;
@@ -132,13 +123,14 @@ static int parse_opt(int c, struct args *a)
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
+	const struct cli_parser cli = {"+h", opts, ARRAY_SIZE(opts), a};
 	int c;
 
 	*a = (struct args){
 	    .sync_fd = -1, .grace = -1, .tail = {.lines = -1, .bytes = -1}};
 	optind = 2;
 	/* "+": stop at UNIT_DIR, so that exec's command keeps its options. */
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1)
+	while ((c = cli_next(&cli, argc, argv)) != -1)
 		if (parse_opt(c, a) < 0)
 			return -1;
 	if (optind >= argc) {

@@ -22,80 +22,11 @@
 #define HOSTNAME_MAX 64
 #define GRACE_MAX (365LL * 86400)
 
-/* ---- small typed getters: every one names the field in its error ---- */
-
-static int get_str(const json_t *o, const char *key, bool required, char **out,
-		   struct cerr *e)
+/* The getters are common/jsonutil's jget_*, each naming its field in its
+ * error; a required field that is absent is "missing". */
+static int need(const void *v, const char *key, struct cerr *e)
 {
-	json_t *v = json_object_get(o, key);
-
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return required ? cerr_set(e, EINVAL, "%s: missing", key) : 0;
-	if (!json_is_string(v))
-		return cerr_set(e, EINVAL, "%s: not a string", key);
-	if (json_string_length(v) > STR_MAX)
-		return cerr_set(e, EINVAL, "%s: longer than %d bytes", key,
-				STR_MAX);
-	*out = xstrdup(json_string_value(v));
-	return 0;
-}
-
-static int get_int(const json_t *o, const char *key, int64_t def, int64_t min,
-		   int64_t max, int64_t *out, struct cerr *e)
-{
-	json_t *v = json_object_get(o, key);
-
-	*out = def;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v))
-		return cerr_set(e, EINVAL, "%s: not an integer", key);
-	*out = json_integer_value(v);
-	if (*out < min || *out > max)
-		return cerr_set(e, ERANGE, "%s: %lld is out of range", key,
-				(long long)*out);
-	return 0;
-}
-
-static int get_bool(const json_t *o, const char *key, bool *out, struct cerr *e)
-{
-	json_t *v = json_object_get(o, key);
-
-	*out = false;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return cerr_set(e, EINVAL, "%s: not a boolean", key);
-	*out = json_is_true(v);
-	return 0;
-}
-
-static int get_strv(const json_t *o, const char *key, char ***out,
-		    struct cerr *e)
-{
-	json_t *a = json_object_get(o, key);
-
-	if (json_is_array(a) && json_array_size(a) > RUN_MAX_ARGS)
-		return cerr_set(e, EINVAL, "%s: more than %d entries", key,
-				RUN_MAX_ARGS);
-	if (jstrv(o, key, out, e) < 0)
-		return cerr_prefix(e, "%s", key);
-	return 0;
-}
-
-static int get_obj(const json_t *o, const char *key, json_t **out,
-		   struct cerr *e)
-{
-	json_t *v = json_object_get(o, key);
-
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_object(v))
-		return cerr_set(e, EINVAL, "%s: not an object", key);
-	*out = v;
-	return 0;
+	return v ? 0 : cerr_set(e, EINVAL, "%s: missing", key);
 }
 
 /* ---- field checks ---- */
@@ -228,14 +159,13 @@ static const struct {
 static int parse_mount_opts(const json_t *m, unsigned long *flags,
 			    struct cerr *e)
 {
-	json_t *a = json_object_get(m, "options"), *v;
+	json_t *a, *v;
 	size_t i;
+	int r;
 
 	*flags = 0;
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a))
-		return cerr_set(e, EINVAL, "options: not an array");
+	if ((r = jget_arr(m, "", "options", SIZE_MAX, &a, e)) <= 0)
+		return r;
 	json_array_foreach(a, i, v)
 	{
 		const char *s = json_string_value(v);
@@ -262,10 +192,12 @@ static int parse_mount(const json_t *m, struct run_mount *rm, struct cerr *e)
 {
 	if (!json_is_object(m))
 		return cerr_set(e, EINVAL, "not an object");
-	if (get_str(m, "source", false, &rm->source, e) < 0 ||
-	    get_str(m, "target", true, &rm->target, e) < 0 ||
-	    get_str(m, "type", true, &rm->type, e) < 0 ||
-	    get_str(m, "data", false, &rm->data, e) < 0 ||
+	if (jget_str(m, "", "source", STR_MAX, &rm->source, e) < 0 ||
+	    jget_str(m, "", "target", STR_MAX, &rm->target, e) < 0 ||
+	    need(rm->target, "target", e) < 0 ||
+	    jget_str(m, "", "type", STR_MAX, &rm->type, e) < 0 ||
+	    need(rm->type, "type", e) < 0 ||
+	    jget_str(m, "", "data", STR_MAX, &rm->data, e) < 0 ||
 	    parse_mount_opts(m, &rm->flags, e) < 0 ||
 	    check_abs_path("target", rm->target, e) < 0)
 		return -1;
@@ -274,8 +206,8 @@ static int parse_mount(const json_t *m, struct run_mount *rm, struct cerr *e)
 		strlen(rm->type))
 		return cerr_set(e, EINVAL, "type: bad filesystem type");
 	if (!strcmp(rm->type, "bind")) {
-		if (!rm->source)
-			return cerr_set(e, EINVAL, "source: missing");
+		if (need(rm->source, "source", e) < 0)
+			return -1;
 		return check_abs_path("source", rm->source, e);
 	}
 	if (rm->flags & MS_REC)
@@ -287,16 +219,12 @@ static int parse_mount(const json_t *m, struct run_mount *rm, struct cerr *e)
 static int parse_mounts(const json_t *root, struct run_config *c,
 			struct cerr *e)
 {
-	json_t *a = json_object_get(root, "mounts"), *m;
+	json_t *a, *m;
 	size_t i;
+	int r;
 
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a))
-		return cerr_set(e, EINVAL, "mounts: not an array");
-	if (json_array_size(a) > RUN_MAX_MOUNTS)
-		return cerr_set(e, EINVAL, "mounts: more than %d",
-				RUN_MAX_MOUNTS);
+	if ((r = jget_arr(root, "", "mounts", RUN_MAX_MOUNTS, &a, e)) <= 0)
+		return r;
 	c->mounts = xcalloc(json_array_size(a) + 1, sizeof(*c->mounts));
 	json_array_foreach(a, i, m)
 	{
@@ -311,20 +239,18 @@ static int parse_mounts(const json_t *root, struct run_config *c,
 
 static int parse_user(const json_t *root, struct run_config *c, struct cerr *e)
 {
-	json_t *a = json_object_get(root, "groups"), *v;
-	int64_t uid, gid;
+	json_t *a, *v;
+	int64_t uid = 0, gid = 0;
 	size_t i;
+	int r;
 
-	if (get_int(root, "uid", 0, 0, UINT32_MAX - 1, &uid, e) < 0 ||
-	    get_int(root, "gid", 0, 0, UINT32_MAX - 1, &gid, e) < 0)
+	if (jget_int(root, "", "uid", 0, UINT32_MAX - 1, &uid, NULL, e) < 0 ||
+	    jget_int(root, "", "gid", 0, UINT32_MAX - 1, &gid, NULL, e) < 0)
 		return -1;
 	c->uid = (uint32_t)uid;
 	c->gid = (uint32_t)gid;
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a) || json_array_size(a) > RUN_MAX_GROUPS)
-		return cerr_set(e, EINVAL, "groups: not an array of at most %d",
-				RUN_MAX_GROUPS);
+	if ((r = jget_arr(root, "", "groups", RUN_MAX_GROUPS, &a, e)) <= 0)
+		return r;
 	c->groups = xcalloc(json_array_size(a) + 1, sizeof(*c->groups));
 	json_array_foreach(a, i, v)
 	{
@@ -338,8 +264,10 @@ static int parse_user(const json_t *root, struct run_config *c, struct cerr *e)
 
 static int parse_caps(const json_t *root, struct run_config *c, struct cerr *e)
 {
-	if (get_strv(root, "capabilities", &c->caps, e) < 0 ||
-	    get_strv(root, "ambientCapabilities", &c->ambient_caps, e) < 0 ||
+	if (jget_strv(root, "", "capabilities", RUN_MAX_ARGS, SIZE_MAX,
+		      &c->caps, e) < 0 ||
+	    jget_strv(root, "", "ambientCapabilities", RUN_MAX_ARGS, SIZE_MAX,
+		      &c->ambient_caps, e) < 0 ||
 	    normalize_caps("capabilities", c->caps, e) < 0 ||
 	    normalize_caps("ambientCapabilities", c->ambient_caps, e) < 0)
 		return -1;
@@ -357,13 +285,13 @@ static int parse_namespaces(const json_t *root, struct run_config *c,
 {
 	json_t *ns;
 
-	if (get_obj(root, "namespaces", &ns, e) < 0)
+	if (jget_obj(root, "", "namespaces", &ns, e) < 0)
 		return -1;
 	if (!ns)
 		return 0;
-	if (get_str(ns, "network", false, &c->netns_path, e) < 0 ||
-	    get_str(ns, "pid", false, &c->pid_ns_path, e) < 0 ||
-	    get_str(ns, "ipc", false, &c->ipc_ns_path, e) < 0 ||
+	if (jget_str(ns, "", "network", STR_MAX, &c->netns_path, e) < 0 ||
+	    jget_str(ns, "", "pid", STR_MAX, &c->pid_ns_path, e) < 0 ||
+	    jget_str(ns, "", "ipc", STR_MAX, &c->ipc_ns_path, e) < 0 ||
 	    check_abs_path("network", c->netns_path, e) < 0 ||
 	    check_abs_path("pid", c->pid_ns_path, e) < 0 ||
 	    check_abs_path("ipc", c->ipc_ns_path, e) < 0)
@@ -380,7 +308,7 @@ static int parse_sysctls(const json_t *root, struct run_config *c,
 	const char *k;
 	size_t n = 0;
 
-	if (get_obj(root, "sysctls", &o, e) < 0)
+	if (jget_obj(root, "", "sysctls", &o, e) < 0)
 		return -1;
 	if (!o)
 		return 0;
@@ -407,29 +335,34 @@ static int parse_cgroup_log(const json_t *root, struct run_config *c,
 {
 	json_t *cg, *log;
 
-	if (get_obj(root, "cgroup", &cg, e) < 0 ||
-	    get_obj(root, "log", &log, e) < 0)
+	if (jget_obj(root, "", "cgroup", &cg, e) < 0 ||
+	    jget_obj(root, "", "log", &log, e) < 0)
 		return -1;
-	if (!cg)
-		return cerr_set(e, EINVAL, "cgroup: missing");
-	if (get_str(cg, "path", true, &c->cgroup_path, e) < 0 ||
+	if (need(cg, "cgroup", e) < 0)
+		return -1;
+	if (jget_str(cg, "", "path", STR_MAX, &c->cgroup_path, e) < 0 ||
+	    need(c->cgroup_path, "path", e) < 0 ||
 	    check_cgroup_path(c->cgroup_path, e) < 0 ||
-	    get_int(cg, "memoryLimit", 0, 0, INT64_MAX / 2, &c->memory_limit,
-		    e) < 0 ||
-	    get_int(cg, "podMemoryLimit", 0, 0, INT64_MAX / 2,
-		    &c->pod_memory_limit, e) < 0 ||
-	    get_int(cg, "cpuQuota", 0, 0, 1000000000, &c->cpu_quota, e) < 0 ||
-	    get_int(cg, "pidsLimit", 0, 0, INT32_MAX, &c->pids_limit, e) < 0)
+	    jget_int(cg, "", "memoryLimit", 0, INT64_MAX / 2, &c->memory_limit,
+		     NULL, e) < 0 ||
+	    jget_int(cg, "", "podMemoryLimit", 0, INT64_MAX / 2,
+		     &c->pod_memory_limit, NULL, e) < 0 ||
+	    jget_int(cg, "", "cpuQuota", 0, 1000000000, &c->cpu_quota, NULL,
+		     e) < 0 ||
+	    jget_int(cg, "", "pidsLimit", 0, INT32_MAX, &c->pids_limit, NULL,
+		     e) < 0)
 		return cerr_prefix(e, "cgroup");
-	if (!log)
-		return cerr_set(e, EINVAL, "log: missing");
-	if (get_str(log, "path", true, &c->log_path, e) < 0 ||
+	if (need(log, "log", e) < 0)
+		return -1;
+	c->log_max_files = 2;
+	if (jget_str(log, "", "path", STR_MAX, &c->log_path, e) < 0 ||
+	    need(c->log_path, "path", e) < 0 ||
 	    check_abs_path("path", c->log_path, e) < 0 ||
-	    get_int(log, "maxBytes", 0, 0, INT64_MAX / 2, &c->log_max_bytes,
-		    e) < 0 ||
-	    get_int(log, "maxFiles", 2, 2, CRILOG_ROTATED_MAX + 1,
-		    &c->log_max_files, e) < 0 ||
-	    get_str(log, "link", false, &c->log_link, e) < 0 ||
+	    jget_int(log, "", "maxBytes", 0, INT64_MAX / 2, &c->log_max_bytes,
+		     NULL, e) < 0 ||
+	    jget_int(log, "", "maxFiles", 2, CRILOG_ROTATED_MAX + 1,
+		     &c->log_max_files, NULL, e) < 0 ||
+	    jget_str(log, "", "link", STR_MAX, &c->log_link, e) < 0 ||
 	    (c->log_link && check_abs_path("link", c->log_link, e) < 0))
 		return cerr_prefix(e, "log");
 	return 0;
@@ -438,24 +371,31 @@ static int parse_cgroup_log(const json_t *root, struct run_config *c,
 static int parse_process(const json_t *root, struct run_config *c,
 			 struct cerr *e)
 {
-	if (get_str(root, "id", true, &c->id, e) < 0 ||
-	    get_str(root, "rootfs", true, &c->rootfs, e) < 0 ||
+	c->grace_seconds = 30;
+	c->stop_signal = SIGTERM;
+	if (jget_str(root, "", "id", STR_MAX, &c->id, e) < 0 ||
+	    need(c->id, "id", e) < 0 ||
+	    jget_str(root, "", "rootfs", STR_MAX, &c->rootfs, e) < 0 ||
+	    need(c->rootfs, "rootfs", e) < 0 ||
 	    check_abs_path("rootfs", c->rootfs, e) < 0 ||
-	    get_bool(root, "readonlyRootfs", &c->readonly_rootfs, e) < 0 ||
-	    get_strv(root, "args", &c->argv, e) < 0 ||
-	    get_strv(root, "env", &c->env, e) < 0 || check_env(c->env, e) < 0 ||
-	    get_str(root, "cwd", false, &c->cwd, e) < 0 ||
+	    jget_bool(root, "", "readonlyRootfs", &c->readonly_rootfs, e) < 0 ||
+	    jget_strv(root, "", "args", RUN_MAX_ARGS, SIZE_MAX, &c->argv, e) <
+		0 ||
+	    jget_strv(root, "", "env", RUN_MAX_ARGS, SIZE_MAX, &c->env, e) <
+		0 ||
+	    check_env(c->env, e) < 0 ||
+	    jget_str(root, "", "cwd", STR_MAX, &c->cwd, e) < 0 ||
 	    check_abs_path("cwd", c->cwd, e) < 0 ||
-	    get_str(root, "hostname", false, &c->hostname, e) < 0 ||
+	    jget_str(root, "", "hostname", STR_MAX, &c->hostname, e) < 0 ||
 	    check_hostname(c->hostname, e) < 0 ||
-	    get_bool(root, "noNewPrivileges", &c->no_new_privs, e) < 0 ||
-	    get_bool(root, "procUnmasked", &c->proc_unmasked, e) < 0 ||
-	    get_int(root, "graceSeconds", 30, 0, GRACE_MAX, &c->grace_seconds,
-		    e) < 0 ||
-	    get_int(root, "stopSignal", SIGTERM, 1, SIGRTMAX, &c->stop_signal,
-		    e) < 0 ||
-	    get_bool(root, "tty", &c->tty, e) < 0 ||
-	    get_bool(root, "stdin", &c->open_stdin, e) < 0)
+	    jget_bool(root, "", "noNewPrivileges", &c->no_new_privs, e) < 0 ||
+	    jget_bool(root, "", "procUnmasked", &c->proc_unmasked, e) < 0 ||
+	    jget_int(root, "", "graceSeconds", 0, GRACE_MAX, &c->grace_seconds,
+		     NULL, e) < 0 ||
+	    jget_int(root, "", "stopSignal", 1, SIGRTMAX, &c->stop_signal, NULL,
+		     e) < 0 ||
+	    jget_bool(root, "", "tty", &c->tty, e) < 0 ||
+	    jget_bool(root, "", "stdin", &c->open_stdin, e) < 0)
 		return -1;
 	if (!*c->id || strlen(c->id) > 256)
 		return cerr_set(e, EINVAL, "id: length not in 1..256");
@@ -672,9 +612,9 @@ char *runconfig_to_json(const struct run_config *c)
 static int get_u64(const json_t *o, const char *key, uint64_t *out,
 		   struct cerr *e)
 {
-	int64_t v;
+	int64_t v = 0;
 
-	if (get_int(o, key, 0, 0, INT64_MAX, &v, e) < 0)
+	if (jget_int(o, "", key, 0, INT64_MAX, &v, NULL, e) < 0)
 		return -1;
 	*out = (uint64_t)v;
 	return 0;
@@ -684,17 +624,18 @@ int runstate_parse(const char *buf, size_t len, struct unit_runtime_state *st,
 		   struct cerr *e)
 {
 	cleanup_json json_t *o = json_parse_object(buf, len, e);
-	int64_t mpid, cpid;
+	int64_t mpid = 0, cpid = 0;
 
 	if (!o)
 		return cerr_prefix(e, "state.json");
-	if (get_int(o, "monitorPid", 0, 1, INT32_MAX, &mpid, e) < 0 ||
+	if (jget_int(o, "", "monitorPid", 1, INT32_MAX, &mpid, NULL, e) < 0 ||
 	    get_u64(o, "monitorStart", &st->monitor_start, e) < 0 ||
-	    get_int(o, "containerPid", 0, 1, INT32_MAX, &cpid, e) < 0 ||
+	    jget_int(o, "", "containerPid", 1, INT32_MAX, &cpid, NULL, e) < 0 ||
 	    get_u64(o, "containerStart", &st->container_start, e) < 0 ||
-	    get_int(o, "startedAtNs", 0, 0, INT64_MAX, &st->started_at_ns, e) <
-		0 ||
-	    get_strv(o, "cgroups", &st->cgroups, e) < 0)
+	    jget_int(o, "", "startedAtNs", 0, INT64_MAX, &st->started_at_ns,
+		     NULL, e) < 0 ||
+	    jget_strv(o, "", "cgroups", RUN_MAX_ARGS, SIZE_MAX, &st->cgroups,
+		      e) < 0)
 		return cerr_prefix(e, "state.json");
 	if (mpid == 0 || cpid == 0)
 		return cerr_set(e, EINVAL, "state.json: pids missing");
@@ -713,21 +654,22 @@ int runexit_parse(const char *buf, size_t len, struct unit_runtime_state *st,
 		  struct cerr *e)
 {
 	cleanup_json json_t *o = json_parse_object(buf, len, e);
-	int64_t code, sig;
+	int64_t code = 0, sig = 0;
 
 	if (!o)
 		return cerr_prefix(e, "exit.json");
-	if (get_int(o, "exitCode", 0, 0, 255, &code, e) < 0 ||
-	    get_int(o, "signal", 0, 0, 64, &sig, e) < 0 ||
-	    get_bool(o, "oomKilled", &st->oom_killed, e) < 0 ||
-	    get_str(o, "reason", true, &st->reason, e) < 0 ||
-	    get_str(o, "message", false, &st->message, e) < 0 ||
-	    get_int(o, "finishedAtNs", 0, 0, INT64_MAX, &st->finished_at_ns,
-		    e) < 0)
+	if (jget_int(o, "", "exitCode", 0, 255, &code, NULL, e) < 0 ||
+	    jget_int(o, "", "signal", 0, 64, &sig, NULL, e) < 0 ||
+	    jget_bool(o, "", "oomKilled", &st->oom_killed, e) < 0 ||
+	    jget_str(o, "", "reason", STR_MAX, &st->reason, e) < 0 ||
+	    need(st->reason, "reason", e) < 0 ||
+	    jget_str(o, "", "message", STR_MAX, &st->message, e) < 0 ||
+	    jget_int(o, "", "finishedAtNs", 0, INT64_MAX, &st->finished_at_ns,
+		     NULL, e) < 0)
 		return cerr_prefix(e, "exit.json");
 	/* A start failure has no state.json: exit.json carries startedAt. */
-	if (!st->started && get_int(o, "startedAtNs", 0, 0, INT64_MAX,
-				    &st->started_at_ns, e) < 0)
+	if (!st->started && jget_int(o, "", "startedAtNs", 0, INT64_MAX,
+				     &st->started_at_ns, NULL, e) < 0)
 		return cerr_prefix(e, "exit.json");
 	st->exit_code = (int)code;
 	st->signal = (int)sig;

@@ -29,12 +29,10 @@ static int check_path(const char *what, const char *p, struct cerr *e)
 static int get_u32(const json_t *o, const char *key, uint32_t max, uint32_t def,
 		   uint32_t *out, struct cerr *e)
 {
-	long long v;
+	int64_t v = def;
 
-	if (jint(o, key, def, &v, e) < 0)
+	if (jget_int(o, "", key, 0, max, &v, NULL, e) < 0)
 		return -1;
-	if (v < 0 || v > (long long)max)
-		return cerr_set(e, ERANGE, "%s: %lld is out of range", key, v);
 	*out = (uint32_t)v;
 	return 0;
 }
@@ -112,31 +110,14 @@ static int parse_hook(const json_t *h, struct run_hook *rh, struct cerr *e)
 	return 0;
 }
 
-static int get_array(const json_t *root, const char *key, size_t max,
-		     json_t **out, struct cerr *e)
-{
-	json_t *a = json_object_get(root, key);
-
-	*out = NULL;
-	if (!a || json_is_null(a))
-		return 0;
-	if (!json_is_array(a))
-		return cerr_set(e, EINVAL, "%s: not an array", key);
-	if (json_array_size(a) > max)
-		return cerr_set(e, EINVAL, "%s: more than %zu entries", key,
-				max);
-	*out = a;
-	return 0;
-}
-
 int runconfig_parse_devices(const json_t *root, struct run_config *c,
 			    struct cerr *e)
 {
 	json_t *devs, *hooks, *v;
 	size_t i;
 
-	if (get_array(root, "devices", RUN_MAX_DEVICES, &devs, e) < 0 ||
-	    get_array(root, "hooks", RUN_MAX_HOOKS, &hooks, e) < 0)
+	if (jget_arr(root, "", "devices", RUN_MAX_DEVICES, &devs, e) < 0 ||
+	    jget_arr(root, "", "hooks", RUN_MAX_HOOKS, &hooks, e) < 0)
 		return -1;
 	if (devs && json_array_size(devs)) {
 		c->devices =

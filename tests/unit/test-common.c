@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <isa-l/igzip_lib.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,10 +14,12 @@
 #include "../lib/tap.h"
 #include "base64.h"
 #include "buf.h"
+#include "cli.h"
 #include "cleanup.h"
 #include "digest.h"
 #include "err.h"
 #include "fsutil.h"
+#include "gunzip.h"
 #include "netaddr.h"
 #include "log.h"
 #include "path.h"
@@ -513,6 +517,117 @@ static void test_write_atomic_temp(void)
 	free(path);
 }
 
+/* ---- cli ---- */
+
+struct cli_test {
+	const char *dir;
+	bool flag;
+};
+
+/* Table options land in the struct; the rest come back by id, in order. */
+static void test_cli(void)
+{
+	static const struct cli_opt opts[] = {
+	    CLI_S("dir", struct cli_test, dir),
+	    CLI_B("flag", struct cli_test, flag),
+	    {"num", CLI_ID_ARG, CLI_ID0},
+	    {"verbose", CLI_ID, 'v'},
+	};
+	char a0[] = "prog", a1[] = "--num", a2[] = "7", a3[] = "--dir=/d",
+	     a4[] = "-v", a5[] = "--flag", a6[] = "--bogus", a7[] = "rest";
+	char *argv[] = {a0, a1, a2, a3, a4, a5, a6, a7, NULL};
+	struct cli_test t = {0};
+	const struct cli_parser cli = {"+v", opts, ARRAY_SIZE(opts), &t};
+	int ids[4], n = 0, c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = cli_next(&cli, 8, argv)) != -1 && n < 4)
+		ids[n++] = c == CLI_ID0 ? (int)strtol(optarg, NULL, 10) : c;
+	ok(n == 3 && ids[0] == 7 && ids[1] == 'v' && ids[2] == '?' && t.dir &&
+	       !strcmp(t.dir, "/d") && t.flag && optind == 7,
+	   "cli: strings and flags stored, the rest returned (%d)", n);
+	opterr = 1;
+}
+
+/* ---- gunzip ---- */
+
+static size_t gz_into(const char *s, unsigned char *out, size_t cap)
+{
+	struct isal_zstream z;
+
+	isal_deflate_init(&z);
+	z.gzip_flag = IGZIP_GZIP;
+	z.end_of_stream = 1;
+	z.next_in = (uint8_t *)(uintptr_t)s;
+	z.avail_in = (uint32_t)strlen(s);
+	z.next_out = out;
+	z.avail_out = (uint32_t)cap;
+	if (isal_deflate(&z) != COMP_OK || z.avail_in)
+		abort();
+	return cap - z.avail_out;
+}
+
+/* Two members fed a byte at a time into a 3-byte window: the streaming
+ * decoder (layers, packages) must give the whole text, member by member. */
+static void test_gunzip_stream(void)
+{
+	unsigned char in[8192], out[3];
+	char text[64] = "";
+	size_t len = gz_into("hello ", in, sizeof(in) / 2), pos = 0, tl = 0;
+	struct gunzip *g = gunzip_new();
+	struct cerr e = {0};
+	int steps = 0, ends = 0;
+	bool was_done = false;
+
+	len += gz_into("world", in + len, sizeof(in) / 2);
+	while ((pos < len || !gunzip_member_done(g)) && steps++ < 10000) {
+		size_t used, made;
+
+		if (gunzip_run(g, in + pos, pos < len ? 1 : 0, &used, out,
+			       sizeof(out), &made, &e) < 0)
+			break;
+		pos += used;
+		memcpy(text + tl, out, made);
+		tl += made;
+		if (gunzip_member_done(g) && !was_done)
+			ends++;
+		was_done = gunzip_member_done(g);
+	}
+	text[tl] = '\0';
+	ok(!e.code && !strcmp(text, "hello world") && ends == 2,
+	   "gunzip: two members a byte at a time (%s, %d ends, %s)", text, ends,
+	   e.msg);
+	gunzip_free(g);
+}
+
+static void test_gunzip_buf(void)
+{
+	unsigned char in[8192];
+	size_t len = gz_into("data", in, sizeof(in));
+	struct buf b;
+	struct cerr e = {0};
+
+	buf_init(&b, 64);
+	memcpy(in + len, "xx", 2);
+	ok(gunzip_buf(in, len + 2, &b, &e) < 0 && e.code == EBADMSG &&
+	       strstr(e.msg, "trailing garbage"),
+	   "gunzip: bytes after the last member refused (%s)", e.msg);
+	buf_free(&b);
+	in[len - 8] ^= 1; /* the CRC-32 */
+	buf_init(&b, 64);
+	ok(gunzip_buf(in, len, &b, &e) < 0 && e.code == EBADMSG &&
+	       strstr(e.msg, "checksum"),
+	   "gunzip: a wrong CRC-32 refused (%s)", e.msg);
+	buf_free(&b);
+	in[len - 8] ^= 1;
+	in[len - 1] ^= 1; /* the length */
+	buf_init(&b, 64);
+	ok(gunzip_buf(in, len, &b, &e) < 0 && e.code == EBADMSG,
+	   "gunzip: a wrong length refused (%s)", e.msg);
+	buf_free(&b);
+}
+
 int main(void)
 {
 	test_write_atomic_temp();
@@ -530,5 +645,8 @@ int main(void)
 	test_digest();
 	test_spawn_fd3();
 	test_mounts_beneath();
+	test_cli();
+	test_gunzip_stream();
+	test_gunzip_buf();
 	return tap_done();
 }
