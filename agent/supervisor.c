@@ -447,17 +447,18 @@ static bool adopt_pending(struct supervisor *s)
  * it may be newer than what runs (saved, answered 200, and the agent
  * killed before it carried the change out). Compare them as a new spec
  * is compared: a changed unit restarts, a removed one stops, a changed
- * network or initUnits restarts the pod. */
+ * network, PID/IPC namespace option or initUnits restarts the pod. */
 static void recheck_spec(struct supervisor *s)
 {
-	bool net = podnet_differs(s, NULL) || restart_marked(s);
+	bool restart = podnet_differs(s, NULL) || restart_marked(s);
 
-	for (size_t i = 0; i < s->n_units && !net; i++) {
+	for (size_t i = 0; i < s->n_units && !restart; i++) {
 		const struct unit_rec *u = &s->units[i];
 		if (!u->removed && active(u))
-			net = podnet_differs(s, u->net);
+			restart = podnet_differs(s, u->net) ||
+				  podns_differs(s, u->podns);
 	}
-	plan_next_spec(s, &s->spec, net);
+	plan_next_spec(s, &s->spec, restart);
 }
 
 static void reconcile(struct supervisor *s)
@@ -953,6 +954,9 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	publish(s);
 	if (pthread_create(&s->th, NULL, sup_main, s) != 0)
 		return cerr_set(e, EAGAIN, "cannot start the supervisor");
+	/* Named for top -H and gdb, and for the tests that hold this thread
+	 * alone to catch a spec still queued (test_agent_durable.py). */
+	pthread_setname_np(s->th, "cell-sup");
 	*out = s;
 	return 0;
 }

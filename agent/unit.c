@@ -673,6 +673,8 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 	u->starting = u->seq + 1;
 	free(u->net);
 	u->net = podnet_key(&s->spec);
+	free(u->podns);
+	u->podns = podns_key(&s->spec);
 	record_save(u, &e);
 	/* Its cgroups go below the pod's: swept once nothing runs, even when
 	 * it ends (or fails to start) before the loop sees it running. */

@@ -13,6 +13,8 @@ unit whose registry accepts connections and never answers.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import random
 import os
@@ -23,8 +25,8 @@ import time
 import pytest
 
 from test_agent_helpers import Stall, wait_for
-from test_agent_pod import (FAST, cell, image, read_json, sh, state_of,  # noqa: F401
-                            units_by_name)
+from test_agent_pod import (FAST, cell, image, ns_spec, read_json, read_when,  # noqa: F401
+                            sh, state_of, units_by_name)
 from wire import WireError, pod_params
 
 POD = "durable_pod"
@@ -293,3 +295,79 @@ def test_kill_9_at_random_moments_keeps_every_change(cell, image, tmp_path):
             assert f"I{ver['durable-i']}".encode() in c.logs("durable-i"), \
                 f"round {r} (seed {seed})"
         pids = new
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+_libc.ptrace.restype = ctypes.c_long
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WALL = 0x40000000  # waitpid's __WALL: a traced thread, not a child
+
+
+def _ptrace(op: int, tid: int) -> None:
+    if _libc.ptrace(op, tid, None, None) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"ptrace {op:#x} {tid}: {os.strerror(err)}")
+
+
+@contextlib.contextmanager
+def supervisor_held(a):
+    """The agent's supervisor thread (`cell-sup`) stopped alone, by ptrace:
+    a spec posted now is saved and answered 200 by the API threads but
+    not taken, which makes "killed before the supervisor carried the
+    change out" certain rather than a race the supervisor mostly wins.
+    Yields kill(): the agent killed with -9 while held (the stopped thread
+    reaped here, as its tracer must); otherwise the thread is let go."""
+    pid = a.proc.pid
+    tid = next(int(t) for t in os.listdir(f"/proc/{pid}/task")
+               if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "cell-sup")
+    killed = False
+
+    def kill():
+        nonlocal killed
+        os.killpg(pid, signal.SIGKILL)
+        killed = True
+        os.waitpid(tid, WALL)
+        a.proc.wait()
+
+    _ptrace(PTRACE_SEIZE, tid)
+    try:
+        _ptrace(PTRACE_INTERRUPT, tid)
+        os.waitpid(tid, WALL)  # its stop
+        yield kill
+    finally:
+        if not killed:
+            _ptrace(PTRACE_DETACH, tid)
+
+
+def test_kill_9_after_a_pod_namespace_change(cell, image, tmp_path):
+    """A spec that changes only the pod-wide PID/IPC namespaces
+    (shareProcessNamespace: pid and ipc POD) restarts the pod, even when
+    the agent is killed right after the 200: the restarted agent sees that
+    the re-adopted run was started in namespaces of its own and starts it
+    again in the pod's (PID 1 its pod-init)."""
+    # As in test_agent_pod.py's namespace test: a sanitizer build's
+    # LeakSanitizer spins in pod-init's new PID namespace.
+    asan = (os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    d = tmp_path / "agent"
+    out = tmp_path / "out"
+    out.mkdir()
+    a, c = cell(d=d, env={"ASAN_OPTIONS": asan})
+    c.update_pod(ns_spec(image, out, {"network": 0, "pid": 1, "ipc": 1}, names=("a",)))
+    own = read_when(out / "a.pid").strip()
+    assert read_when(out / "a.one").strip() != "pod-init"
+    assert own != os.readlink("/proc/self/ns/pid")
+    with supervisor_held(a) as kill:
+        c.update_pod(ns_spec(image, out, {"network": 0, "pid": 0, "ipc": 0}, names=("a",)))
+        kill()
+    a, c = cell(d=d, env={"ASAN_OPTIONS": asan})
+    try:
+        read_when(out / "a.one", lambda t: t.strip() == "pod-init", timeout=60)
+    except AssertionError:
+        pytest.fail("the unit still runs in its own PID namespace\n" + "\n".join(
+            l for l in a.log().splitlines() if "rest/v1/status" not in l)[-3000:])
+    holder = int(open(os.path.join(a.dir, "state", "podns.json")).read().split()[0])
+    pid_ns = read_when(out / "a.pid", lambda t: t.strip() not in ("", own)).strip()
+    assert pid_ns == os.readlink(f"/proc/{holder}/ns/pid")
+    assert read_when(out / "a.ipc", lambda t: t.strip()).strip() == \
+        os.readlink(f"/proc/{holder}/ns/ipc")
