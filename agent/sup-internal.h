@@ -46,6 +46,7 @@ struct unit_rec {
 	/* Lifecycle hooks of the current run (hooks.c). */
 	bool post_start_pending; /* not started nor ready until it ends */
 	bool pre_stop_pending;	 /* the stop signal waits for it */
+	bool stop_later; /* asked to stop while its monitor set up: once up */
 	int64_t stop_grace_s;
 	uint64_t stop_begin_ns;
 	const char *kill_reason; /* the terminated reason, or NULL */

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import random
 import os
 import signal
@@ -24,6 +25,7 @@ import time
 
 import pytest
 
+from conftest import CELL_BUILD
 from test_agent_helpers import Stall, wait_for
 from test_agent_pod import (FAST, cell, image, ns_spec, read_json, read_when,  # noqa: F401
                             sh, state_of, units_by_name)
@@ -371,3 +373,61 @@ def test_kill_9_after_a_pod_namespace_change(cell, image, tmp_path):
     assert pid_ns == os.readlink(f"/proc/{holder}/ns/pid")
     assert read_when(out / "a.ipc", lambda t: t.strip()).strip() == \
         os.readlink(f"/proc/{holder}/ns/ipc")
+
+
+# cell-monitor, except that the `run` of a unit named durable-slow* sets up
+# for HOLD seconds first (monitor.lock held, no state.json yet, as a real
+# monitor on a loaded machine) in a session of its own, then is the real one.
+SLOW_MONITOR = """#!/bin/sh
+case "$1 $4" in
+"run "*/durable-slow*)
+\tsetsid sh -c 'd=$1; shift; flock "$d/monitor.lock" sleep HOLD; exec "$@"' \\
+\t\tsh "$4" REAL "$@" </dev/null &
+\texit 0;;
+esac
+exec REAL "$@"
+"""
+
+
+def lock_held(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_unit_removed_while_its_monitor_sets_up(cell, image, tmp_path):
+    """The agent is killed while a unit's monitor is still setting up; the
+    restarted agent adopts that run, and a spec that removes the unit
+    arrives before the monitor is up: the stop cannot be delivered yet,
+    and must be once the monitor is, so the unit ends and its directory
+    goes (it used to stay "stopping" for good, its container running)."""
+    wrapper = tmp_path / "slow-monitor"
+    wrapper.write_text(SLOW_MONITOR.replace("HOLD", "5").replace(
+        "REAL", os.path.join(CELL_BUILD, "bin", "cell-monitor")))
+    wrapper.chmod(0o755)
+    extra = ("--monitor-bin", str(wrapper))
+    d = tmp_path / "agent"
+    a, c = cell(d=d, extra=extra)
+    c.update_pod(pod_params(POD, units=[sh(image, "durable-slow", "exec sleep 1000")],
+                            terminationGracePeriodSeconds=0))
+    lock = os.path.join(a.dir, "state", "units", "durable-slow", "1", "monitor.lock")
+    wait_for(lambda: lock_held(lock), timeout=60, what="the monitor setting up")
+    os.killpg(a.proc.pid, signal.SIGKILL)
+    a.proc.wait()
+    a, c = cell(d=d, extra=extra)
+    c.update_pod(pod_params(POD, units=[], terminationGracePeriodSeconds=0))
+    assert lock_held(lock), "the monitor was up before the spec came: nothing tested"
+    units = os.path.join(a.dir, "state", "units")
+    try:
+        wait_for(lambda: not os.listdir(units), timeout=60, what="the unit gone")
+    except TimeoutError:
+        pytest.fail(f"{os.listdir(units)}\n{c.status()}\n" + "\n".join(
+            l for l in a.log().splitlines() if "rest/v1/status" not in l)[-3000:])
