@@ -5,11 +5,11 @@ SIGTERM while the spec still waits for the supervisor, brings the NEW spec
 back after a restart; a spec that cannot be saved gets an error the
 controller sends again, and the old spec stays in force.
 
-To make "the spec is still queued" certain rather than lucky, each test
-keeps the supervisor thread busy when the spec arrives: an exec readiness
-probe that takes three seconds (exec probes run on the supervisor's thread)
-is seen running before the spec is posted. The SIGTERM case also has a
-unit whose registry accepts connections and never answers.
+To make "the spec is still queued" certain rather than lucky, the kill -9
+tests stop the supervisor thread alone (ptrace, supervisor_held) before the
+spec is posted. The SIGTERM case, which needs that thread to end, posts
+while an exec readiness probe runs (no longer a hold: probes left the
+thread) and has a unit whose registry accepts connections and never answers.
 """
 from __future__ import annotations
 
@@ -61,25 +61,68 @@ def wait_busy() -> None:
     wait_for(probe_running, timeout=30, what="the probe running")
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+_libc.ptrace.restype = ctypes.c_long
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WALL = 0x40000000  # waitpid's __WALL: a traced thread, not a child
+
+
+def _ptrace(op: int, tid: int) -> None:
+    if _libc.ptrace(op, tid, None, None) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"ptrace {op:#x} {tid}: {os.strerror(err)}")
+
+
+@contextlib.contextmanager
+def supervisor_held(a):
+    """The agent's supervisor thread (`cell-sup`) stopped alone, by ptrace:
+    a spec posted now is saved and answered 200 by the API threads but
+    not taken, which makes "killed before the supervisor carried the
+    change out" certain rather than a race the supervisor mostly wins.
+    Yields kill(): the agent killed with -9 while held (the stopped thread
+    reaped here, as its tracer must); otherwise the thread is let go.
+    Hold it while it idles (a unit settled): stopped inside its status
+    lock's few microseconds, it would hold the API up too."""
+    pid = a.proc.pid
+    tid = next(int(t) for t in os.listdir(f"/proc/{pid}/task")
+               if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "cell-sup")
+    killed = False
+
+    def kill():
+        nonlocal killed
+        os.killpg(pid, signal.SIGKILL)
+        killed = True
+        os.waitpid(tid, WALL)
+        a.proc.wait()
+
+    _ptrace(PTRACE_SEIZE, tid)
+    try:
+        _ptrace(PTRACE_INTERRUPT, tid)
+        os.waitpid(tid, WALL)  # its stop
+        yield kill
+    finally:
+        if not killed:
+            _ptrace(PTRACE_DETACH, tid)
+
+
 def test_kill_9_right_after_200_keeps_the_new_spec(cell, image, tmp_path):
     d = tmp_path / "agent"
     a, c = cell(d=d)
     for gen in range(3):
-        # A fresh busy unit each round, so each round's probe starts from
-        # a unit of its own.
-        web = busy_unit(image, f"durable-web{gen}")
+        web = sh(image, f"durable-web{gen}", "exec sleep 1000")
         name = f"durable-gen{gen}"
         c.update_pod(pod_params(POD, units=[web], terminationGracePeriodSeconds=0))
         # The last round's units gone first (a kill -9 while a removed
         # unit is being cleaned up is another fault, not this test's).
         units = os.path.join(a.dir, "state", "units")
         wait_for(lambda: os.listdir(units) == [web["name"]], timeout=30,
-                 what="only the busy unit left")
-        wait_busy()
-        c.update_pod(pod_params(POD, units=[web, sh(image, name, "exec sleep 1000")],
-                                terminationGracePeriodSeconds=0))
-        os.killpg(a.proc.pid, signal.SIGKILL)
-        a.proc.wait()
+                 what="only this round's unit left")
+        c.wait_status(lambda s: "running" in state_of(s, web["name"]), timeout=60)
+        with supervisor_held(a) as kill:
+            c.update_pod(pod_params(POD, units=[web, sh(image, name, "exec sleep 1000")],
+                                    terminationGracePeriodSeconds=0))
+            kill()
         a, c = cell(d=d)
         st = c.wait_status(lambda s: name in units_by_name(s), timeout=60)
         assert set(units_by_name(st)) >= {web["name"], name}, st
@@ -297,49 +340,6 @@ def test_kill_9_at_random_moments_keeps_every_change(cell, image, tmp_path):
             assert f"I{ver['durable-i']}".encode() in c.logs("durable-i"), \
                 f"round {r} (seed {seed})"
         pids = new
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-_libc.ptrace.restype = ctypes.c_long
-PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
-WALL = 0x40000000  # waitpid's __WALL: a traced thread, not a child
-
-
-def _ptrace(op: int, tid: int) -> None:
-    if _libc.ptrace(op, tid, None, None) < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"ptrace {op:#x} {tid}: {os.strerror(err)}")
-
-
-@contextlib.contextmanager
-def supervisor_held(a):
-    """The agent's supervisor thread (`cell-sup`) stopped alone, by ptrace:
-    a spec posted now is saved and answered 200 by the API threads but
-    not taken, which makes "killed before the supervisor carried the
-    change out" certain rather than a race the supervisor mostly wins.
-    Yields kill(): the agent killed with -9 while held (the stopped thread
-    reaped here, as its tracer must); otherwise the thread is let go."""
-    pid = a.proc.pid
-    tid = next(int(t) for t in os.listdir(f"/proc/{pid}/task")
-               if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "cell-sup")
-    killed = False
-
-    def kill():
-        nonlocal killed
-        os.killpg(pid, signal.SIGKILL)
-        killed = True
-        os.waitpid(tid, WALL)
-        a.proc.wait()
-
-    _ptrace(PTRACE_SEIZE, tid)
-    try:
-        _ptrace(PTRACE_INTERRUPT, tid)
-        os.waitpid(tid, WALL)  # its stop
-        yield kill
-    finally:
-        if not killed:
-            _ptrace(PTRACE_DETACH, tid)
 
 
 def test_kill_9_after_a_pod_namespace_change(cell, image, tmp_path):
