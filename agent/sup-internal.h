@@ -120,8 +120,8 @@ struct supervisor {
 	char *pod_ip_text;
 	/* A spec queued and not yet taken (pending_spec above): status
 	 * describes it already (pendstatus.c), from the supervisor's last
-	 * snapshot (status_base) and the network that snapshot's spec wanted
-	 * (status_net). */
+	 * snapshot (status_base) and the network and PID/IPC namespaces
+	 * that snapshot's spec wanted (status_net). */
 	char *status_base, *status_net;
 	bool quit;
 	/* Owned by the supervisor thread. */

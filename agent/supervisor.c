@@ -684,13 +684,23 @@ static void unit_views_free(struct unit_view *v, size_t n)
 	free(v);
 }
 
+/* What a change of restarts the pod besides initUnits: its network and
+ * its PID/IPC namespace options. */
+static char *pod_wide_key(const struct pod_spec *p)
+{
+	cleanup_free char *net = podnet_key(p);
+	cleanup_free char *ns = podns_key(p);
+
+	return xasprintf("%s %s", net, ns);
+}
+
 /* Does the queued spec restart the pod, against the snapshot's? Its
- * initUnits differ (in order, by fingerprint) or its network does.
- * Under s->mu. */
+ * initUnits differ (in order, by fingerprint) or its network or PID/IPC
+ * namespaces do. Under s->mu. */
 static bool pending_restarts(const struct supervisor *s)
 {
 	const struct pod_spec *p = s->pending_spec;
-	cleanup_free char *net = podnet_key(p);
+	cleanup_free char *net = pod_wide_key(p);
 	size_t k = 0;
 
 	if (s->status_net && strcmp(net, s->status_net))
@@ -725,7 +735,7 @@ static void publish(struct supervisor *s)
 {
 	char *ip = pod_ip(s);
 	char *text = status_text(s, ip);
-	char *net = s->has_spec ? podnet_key(&s->spec) : NULL;
+	char *net = s->has_spec ? pod_wide_key(&s->spec) : NULL;
 	size_t n;
 	struct unit_view *v = unit_views(s, &n);
 
