@@ -76,7 +76,7 @@ static bool init_units(const struct plan_pod *pod, struct plan *out)
 			wake_at(out, u->not_before_ns, pod->now_ns);
 		else if (u->phase == PH_RUNNING && u->probe_kill)
 			add(out, PLAN_STOP, i, pod->grace_s);
-		else if (u->phase == PH_RUNNING && !u->watched)
+		else if (active(u) && !u->watched)
 			adopt(pod, i, out);
 		return false;
 	}
@@ -92,7 +92,7 @@ static void regular_unit(const struct plan_pod *pod, size_t i, struct plan *out)
 		add(out, PLAN_STOP, i, pod->grace_s);
 		return;
 	}
-	if (u->phase == PH_RUNNING && !u->watched) {
+	if (active(u) && !u->watched) {
 		adopt(pod, i, out); /* its monitor was setting up */
 		return;
 	}
@@ -121,10 +121,18 @@ void plan_tick(const struct plan_pod *pod, struct plan *out)
 		if (pod->units[i].removed && !active(&pod->units[i]))
 			any_removed = true;
 	if (pod->pod_restarting) {
+		bool left = false;
+
+		/* Their exits wake us; a run whose monitor was still setting
+		 * up when it was asked to stop is found first, and told. */
 		for (size_t i = 0; i < pod->n_units; i++)
-			if (active(&pod->units[i]))
-				return; /* their exits wake us */
-		add(out, PLAN_FINISH_RESTART, 0, 0);
+			if (active(&pod->units[i])) {
+				left = true;
+				if (!pod->units[i].watched)
+					adopt(pod, i, out);
+			}
+		if (!left)
+			add(out, PLAN_FINISH_RESTART, 0, 0);
 		return;
 	}
 	if (any_removed) {

@@ -187,6 +187,21 @@ bool podns_changed(const struct supervisor *s, const struct pod_spec *next)
 	return s->spec.ns_pid != next->ns_pid || s->spec.ns_ipc != next->ns_ipc;
 }
 
+char *podns_key(const struct pod_spec *p)
+{
+	return xasprintf("pid=%d ipc=%d", (int)p->ns_pid, (int)p->ns_ipc);
+}
+
+bool podns_differs(const struct supervisor *s, const char *run_key)
+{
+	cleanup_free char *want = NULL;
+
+	if (!s->has_spec || !run_key || !*run_key)
+		return false;
+	want = podns_key(&s->spec);
+	return strcmp(run_key, want) != 0;
+}
+
 /* With no unit running or stopping, the holder goes: the next unit that
  * needs it starts a fresh one. */
 void podns_tick(struct supervisor *s)

@@ -42,6 +42,7 @@ void unit_rec_free(struct unit_rec *u)
 	free(u->name);
 	free(u->fingerprint);
 	free(u->net);
+	free(u->podns);
 	free(u->image);
 	free(u->dir);
 	strv_free(u->devices);
@@ -101,6 +102,8 @@ int record_save(const struct unit_rec *u, struct cerr *e)
 	json_object_set_new(j, "image", json_string(u->image ? u->image : ""));
 	if (u->net)
 		json_object_set_new(j, "podNet", json_string(u->net));
+	if (u->podns)
+		json_object_set_new(j, "podNs", json_string(u->podns));
 	json_object_set_new(j, "phase", json_integer(u->phase));
 	json_object_set_new(j, "restartCount", json_integer(u->restart_count));
 	json_object_set_new(j, "seq", json_integer(u->seq));
@@ -165,6 +168,8 @@ int record_load(struct unit_rec *u, struct cerr *e)
 	u->fingerprint = jstrdup(j, "fingerprint");
 	free(u->net);
 	u->net = jstrdup(j, "podNet");
+	free(u->podns);
+	u->podns = jstrdup(j, "podNs");
 	if (jint(j, "phase", 0, &v, NULL) == 0 && v >= 0 && v <= PH_FAILED)
 		u->phase = (enum unit_phase)v;
 	if (jint(j, "restartCount", 0, &v, NULL) == 0)

@@ -25,6 +25,7 @@ struct unit_rec {
 	const struct unit_spec *spec; /* in sup->spec; NULL when removed */
 	char *fingerprint; /* of the spec its current run started with */
 	char *net;	   /* podnet_key of the pod its current run joined */
+	char *podns; /* podns_key of the spec its current run started in */
 	char *image;
 	enum unit_phase phase;
 	int restart_count;
@@ -45,6 +46,7 @@ struct unit_rec {
 	/* Lifecycle hooks of the current run (hooks.c). */
 	bool post_start_pending; /* not started nor ready until it ends */
 	bool pre_stop_pending;	 /* the stop signal waits for it */
+	bool stop_later; /* asked to stop while its monitor set up: once up */
 	int64_t stop_grace_s;
 	uint64_t stop_begin_ns;
 	const char *kill_reason; /* the terminated reason, or NULL */
@@ -118,8 +120,8 @@ struct supervisor {
 	char *pod_ip_text;
 	/* A spec queued and not yet taken (pending_spec above): status
 	 * describes it already (pendstatus.c), from the supervisor's last
-	 * snapshot (status_base) and the network that snapshot's spec wanted
-	 * (status_net). */
+	 * snapshot (status_base) and the network and PID/IPC namespaces
+	 * that snapshot's spec wanted (status_net). */
 	char *status_base, *status_net;
 	bool quit;
 	/* Owned by the supervisor thread. */
@@ -227,6 +229,12 @@ void podns_restore(struct supervisor *s);
 int podns_paths(struct supervisor *s, char **pid_path, char **ipc_path,
 		struct cerr *e);
 bool podns_changed(const struct supervisor *s, const struct pod_spec *next);
+/* The PID and IPC options a run starts with, as a string its record keeps
+ * (caller frees); after a restart, does a record's differ from the spec in
+ * force (a change saved and the agent killed before it restarted the pod)?
+ * A record without one (an older agent's) is taken as current. */
+char *podns_key(const struct pod_spec *p);
+bool podns_differs(const struct supervisor *s, const char *run_key);
 /* The /dev/shm a unit binds: the pod's tmpfs (ipc POD), the cell's (NODE),
  * or NULL for its own. */
 int podns_shm(struct supervisor *s, char **out, struct cerr *e);

@@ -447,17 +447,18 @@ static bool adopt_pending(struct supervisor *s)
  * it may be newer than what runs (saved, answered 200, and the agent
  * killed before it carried the change out). Compare them as a new spec
  * is compared: a changed unit restarts, a removed one stops, a changed
- * network or initUnits restarts the pod. */
+ * network, PID/IPC namespace option or initUnits restarts the pod. */
 static void recheck_spec(struct supervisor *s)
 {
-	bool net = podnet_differs(s, NULL) || restart_marked(s);
+	bool restart = podnet_differs(s, NULL) || restart_marked(s);
 
-	for (size_t i = 0; i < s->n_units && !net; i++) {
+	for (size_t i = 0; i < s->n_units && !restart; i++) {
 		const struct unit_rec *u = &s->units[i];
 		if (!u->removed && active(u))
-			net = podnet_differs(s, u->net);
+			restart = podnet_differs(s, u->net) ||
+				  podns_differs(s, u->podns);
 	}
-	plan_next_spec(s, &s->spec, net);
+	plan_next_spec(s, &s->spec, restart);
 }
 
 static void reconcile(struct supervisor *s)
@@ -683,13 +684,23 @@ static void unit_views_free(struct unit_view *v, size_t n)
 	free(v);
 }
 
+/* What a change of restarts the pod besides initUnits: its network and
+ * its PID/IPC namespace options. */
+static char *pod_wide_key(const struct pod_spec *p)
+{
+	cleanup_free char *net = podnet_key(p);
+	cleanup_free char *ns = podns_key(p);
+
+	return xasprintf("%s %s", net, ns);
+}
+
 /* Does the queued spec restart the pod, against the snapshot's? Its
- * initUnits differ (in order, by fingerprint) or its network does.
- * Under s->mu. */
+ * initUnits differ (in order, by fingerprint) or its network or PID/IPC
+ * namespaces do. Under s->mu. */
 static bool pending_restarts(const struct supervisor *s)
 {
 	const struct pod_spec *p = s->pending_spec;
-	cleanup_free char *net = podnet_key(p);
+	cleanup_free char *net = pod_wide_key(p);
 	size_t k = 0;
 
 	if (s->status_net && strcmp(net, s->status_net))
@@ -724,7 +735,7 @@ static void publish(struct supervisor *s)
 {
 	char *ip = pod_ip(s);
 	char *text = status_text(s, ip);
-	char *net = s->has_spec ? podnet_key(&s->spec) : NULL;
+	char *net = s->has_spec ? pod_wide_key(&s->spec) : NULL;
 	size_t n;
 	struct unit_view *v = unit_views(s, &n);
 
@@ -953,6 +964,9 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 	publish(s);
 	if (pthread_create(&s->th, NULL, sup_main, s) != 0)
 		return cerr_set(e, EAGAIN, "cannot start the supervisor");
+	/* Named for top -H and gdb, and for the tests that hold this thread
+	 * alone to catch a spec still queued (test_agent_durable.py). */
+	pthread_setname_np(s->th, "cell-sup");
 	*out = s;
 	return 0;
 }

@@ -671,8 +671,11 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 	 * between the two finds it at restore (unit_adopt_starting), rather
 	 * than a live run that no record names. */
 	u->starting = u->seq + 1;
+	u->stop_later = false;
 	free(u->net);
 	u->net = podnet_key(&s->spec);
+	free(u->podns);
+	u->podns = podns_key(&s->spec);
 	record_save(u, &e);
 	/* Its cgroups go below the pod's: swept once nothing runs, even when
 	 * it ends (or fails to start) before the loop sees it running. */
@@ -990,9 +993,30 @@ void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 	cleanup_free char *run = unit_run_dir(u, u->seq);
 	struct cerr e = {0};
 
-	if (s->ops->runtime_stop(run, (int)grace, &e) < 0)
+	int r = s->ops->runtime_stop(run, (int)grace, &e);
+
+	/* A run adopted after an agent restart whose monitor is still
+	 * setting up (no state.json yet) has nothing to signal: it is told
+	 * once unit_adopt finds it, with what is left of the grace; else it
+	 * would run on, "stopping" for good. */
+	u->stop_later = r < 0 && u->pidfd < 0;
+	if (u->stop_later) {
+		log_info("unit %s: stopped once its monitor is up (%s)",
+			 u->name, e.msg);
+		u->stop_grace_s = grace;
+		u->stop_begin_ns = s->ops->now();
+	} else if (r < 0)
 		log_warn("stop %s: %s", u->name, e.msg);
 	u->phase = PH_STOPPING;
+}
+
+/* The stop unit_send_stop could not deliver, now that the monitor is up. */
+static void send_late_stop(struct supervisor *s, struct unit_rec *u)
+{
+	uint64_t spent = s->ops->now() - u->stop_begin_ns;
+	int64_t left = u->stop_grace_s - (int64_t)(spent / 1000000000u);
+
+	unit_send_stop(s, u, left < 0 ? 0 : left);
 }
 
 void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
@@ -1069,6 +1093,8 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u)
 						     : wall_ns());
 		else if (u->phase == PH_RUNNING)
 			unit_probes_restart(s, u);
+		else if (u->stop_later)
+			send_late_stop(s, u);
 		runtime_state_free(&st);
 		return;
 	}

@@ -5,15 +5,18 @@ SIGTERM while the spec still waits for the supervisor, brings the NEW spec
 back after a restart; a spec that cannot be saved gets an error the
 controller sends again, and the old spec stays in force.
 
-To make "the spec is still queued" certain rather than lucky, each test
-keeps the supervisor thread busy when the spec arrives: an exec readiness
-probe that takes three seconds (exec probes run on the supervisor's thread)
-is seen running before the spec is posted. The SIGTERM case also has a
-unit whose registry accepts connections and never answers.
+To make "the spec is still queued" certain rather than lucky, the kill -9
+tests stop the supervisor thread alone (ptrace, supervisor_held) before the
+spec is posted. The SIGTERM case, which needs that thread to end, posts
+while an exec readiness probe runs (no longer a hold: probes left the
+thread) and has a unit whose registry accepts connections and never answers.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
+import fcntl
 import random
 import os
 import signal
@@ -22,9 +25,10 @@ import time
 
 import pytest
 
+from conftest import CELL_BUILD
 from test_agent_helpers import Stall, wait_for
-from test_agent_pod import (FAST, cell, image, read_json, sh, state_of,  # noqa: F401
-                            units_by_name)
+from test_agent_pod import (FAST, cell, image, ns_spec, read_json, read_when,  # noqa: F401
+                            sh, state_of, units_by_name)
 from wire import WireError, pod_params
 
 POD = "durable_pod"
@@ -57,25 +61,68 @@ def wait_busy() -> None:
     wait_for(probe_running, timeout=30, what="the probe running")
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+_libc.ptrace.restype = ctypes.c_long
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WALL = 0x40000000  # waitpid's __WALL: a traced thread, not a child
+
+
+def _ptrace(op: int, tid: int) -> None:
+    if _libc.ptrace(op, tid, None, None) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"ptrace {op:#x} {tid}: {os.strerror(err)}")
+
+
+@contextlib.contextmanager
+def supervisor_held(a):
+    """The agent's supervisor thread (`cell-sup`) stopped alone, by ptrace:
+    a spec posted now is saved and answered 200 by the API threads but
+    not taken, which makes "killed before the supervisor carried the
+    change out" certain rather than a race the supervisor mostly wins.
+    Yields kill(): the agent killed with -9 while held (the stopped thread
+    reaped here, as its tracer must); otherwise the thread is let go.
+    Hold it while it idles (a unit settled): stopped inside its status
+    lock's few microseconds, it would hold the API up too."""
+    pid = a.proc.pid
+    tid = next(int(t) for t in os.listdir(f"/proc/{pid}/task")
+               if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "cell-sup")
+    killed = False
+
+    def kill():
+        nonlocal killed
+        os.killpg(pid, signal.SIGKILL)
+        killed = True
+        os.waitpid(tid, WALL)
+        a.proc.wait()
+
+    _ptrace(PTRACE_SEIZE, tid)
+    try:
+        _ptrace(PTRACE_INTERRUPT, tid)
+        os.waitpid(tid, WALL)  # its stop
+        yield kill
+    finally:
+        if not killed:
+            _ptrace(PTRACE_DETACH, tid)
+
+
 def test_kill_9_right_after_200_keeps_the_new_spec(cell, image, tmp_path):
     d = tmp_path / "agent"
     a, c = cell(d=d)
     for gen in range(3):
-        # A fresh busy unit each round, so each round's probe starts from
-        # a unit of its own.
-        web = busy_unit(image, f"durable-web{gen}")
+        web = sh(image, f"durable-web{gen}", "exec sleep 1000")
         name = f"durable-gen{gen}"
         c.update_pod(pod_params(POD, units=[web], terminationGracePeriodSeconds=0))
         # The last round's units gone first (a kill -9 while a removed
         # unit is being cleaned up is another fault, not this test's).
         units = os.path.join(a.dir, "state", "units")
         wait_for(lambda: os.listdir(units) == [web["name"]], timeout=30,
-                 what="only the busy unit left")
-        wait_busy()
-        c.update_pod(pod_params(POD, units=[web, sh(image, name, "exec sleep 1000")],
-                                terminationGracePeriodSeconds=0))
-        os.killpg(a.proc.pid, signal.SIGKILL)
-        a.proc.wait()
+                 what="only this round's unit left")
+        c.wait_status(lambda s: "running" in state_of(s, web["name"]), timeout=60)
+        with supervisor_held(a) as kill:
+            c.update_pod(pod_params(POD, units=[web, sh(image, name, "exec sleep 1000")],
+                                    terminationGracePeriodSeconds=0))
+            kill()
         a, c = cell(d=d)
         st = c.wait_status(lambda s: name in units_by_name(s), timeout=60)
         assert set(units_by_name(st)) >= {web["name"], name}, st
@@ -293,3 +340,94 @@ def test_kill_9_at_random_moments_keeps_every_change(cell, image, tmp_path):
             assert f"I{ver['durable-i']}".encode() in c.logs("durable-i"), \
                 f"round {r} (seed {seed})"
         pids = new
+
+
+def test_kill_9_after_a_pod_namespace_change(cell, image, tmp_path):
+    """A spec that changes only the pod-wide PID/IPC namespaces
+    (shareProcessNamespace: pid and ipc POD) restarts the pod, even when
+    the agent is killed right after the 200: the restarted agent sees that
+    the re-adopted run was started in namespaces of its own and starts it
+    again in the pod's (PID 1 its pod-init)."""
+    # As in test_agent_pod.py's namespace test: a sanitizer build's
+    # LeakSanitizer spins in pod-init's new PID namespace.
+    asan = (os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    d = tmp_path / "agent"
+    out = tmp_path / "out"
+    out.mkdir()
+    a, c = cell(d=d, env={"ASAN_OPTIONS": asan})
+    c.update_pod(ns_spec(image, out, {"network": 0, "pid": 1, "ipc": 1}, names=("a",)))
+    own = read_when(out / "a.pid").strip()
+    assert read_when(out / "a.one").strip() != "pod-init"
+    assert own != os.readlink("/proc/self/ns/pid")
+    with supervisor_held(a) as kill:
+        c.update_pod(ns_spec(image, out, {"network": 0, "pid": 0, "ipc": 0}, names=("a",)))
+        kill()
+    a, c = cell(d=d, env={"ASAN_OPTIONS": asan})
+    try:
+        read_when(out / "a.one", lambda t: t.strip() == "pod-init", timeout=60)
+    except AssertionError:
+        pytest.fail("the unit still runs in its own PID namespace\n" + "\n".join(
+            l for l in a.log().splitlines() if "rest/v1/status" not in l)[-3000:])
+    holder = int(open(os.path.join(a.dir, "state", "podns.json")).read().split()[0])
+    pid_ns = read_when(out / "a.pid", lambda t: t.strip() not in ("", own)).strip()
+    assert pid_ns == os.readlink(f"/proc/{holder}/ns/pid")
+    assert read_when(out / "a.ipc", lambda t: t.strip()).strip() == \
+        os.readlink(f"/proc/{holder}/ns/ipc")
+
+
+# cell-monitor, except that the `run` of a unit named durable-slow* sets up
+# for HOLD seconds first (monitor.lock held, no state.json yet, as a real
+# monitor on a loaded machine) in a session of its own, then is the real one.
+SLOW_MONITOR = """#!/bin/sh
+case "$1 $4" in
+"run "*/durable-slow*)
+\tsetsid sh -c 'd=$1; shift; flock "$d/monitor.lock" sleep HOLD; exec "$@"' \\
+\t\tsh "$4" REAL "$@" </dev/null &
+\texit 0;;
+esac
+exec REAL "$@"
+"""
+
+
+def lock_held(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_unit_removed_while_its_monitor_sets_up(cell, image, tmp_path):
+    """The agent is killed while a unit's monitor is still setting up; the
+    restarted agent adopts that run, and a spec that removes the unit
+    arrives before the monitor is up: the stop cannot be delivered yet,
+    and must be once the monitor is, so the unit ends and its directory
+    goes (it used to stay "stopping" for good, its container running)."""
+    wrapper = tmp_path / "slow-monitor"
+    wrapper.write_text(SLOW_MONITOR.replace("HOLD", "5").replace(
+        "REAL", os.path.join(CELL_BUILD, "bin", "cell-monitor")))
+    wrapper.chmod(0o755)
+    extra = ("--monitor-bin", str(wrapper))
+    d = tmp_path / "agent"
+    a, c = cell(d=d, extra=extra)
+    c.update_pod(pod_params(POD, units=[sh(image, "durable-slow", "exec sleep 1000")],
+                            terminationGracePeriodSeconds=0))
+    lock = os.path.join(a.dir, "state", "units", "durable-slow", "1", "monitor.lock")
+    wait_for(lambda: lock_held(lock), timeout=60, what="the monitor setting up")
+    os.killpg(a.proc.pid, signal.SIGKILL)
+    a.proc.wait()
+    a, c = cell(d=d, extra=extra)
+    c.update_pod(pod_params(POD, units=[], terminationGracePeriodSeconds=0))
+    assert lock_held(lock), "the monitor was up before the spec came: nothing tested"
+    units = os.path.join(a.dir, "state", "units")
+    try:
+        wait_for(lambda: not os.listdir(units), timeout=60, what="the unit gone")
+    except TimeoutError:
+        pytest.fail(f"{os.listdir(units)}\n{c.status()}\n" + "\n".join(
+            l for l in a.log().splitlines() if "rest/v1/status" not in l)[-3000:])

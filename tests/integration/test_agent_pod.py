@@ -39,9 +39,9 @@ def cell(tmp_path, registry):
     """A running agent; at the end its pod is emptied and it stops."""
     made = []
 
-    def make(env=None, d=None):
+    def make(env=None, d=None, extra=()):
         a = start_agent(str(d or tmp_path / "agent"), "--insecure-registry", registry.host,
-                        env={**FAST, **(env or {})})
+                        *extra, env={**FAST, **(env or {})})
         made.append(a)
         return a, a.client()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from test_agent_durable import supervisor_held
 from test_agent_helpers import wait_for
 from test_agent_pod import cell, image, sh, state_of, units_by_name  # noqa: F401
 from wire import pod_params
@@ -72,3 +73,29 @@ def test_exec_as_soon_as_running(cell, image):
         out, err, code = c.exec("u", ["/bin/cat", "/proc/1/cmdline"]).collect()
         assert code == 0, (r, out, err)
         assert f"sleep\0{2000 + r}".encode() in out, (r, out, err)
+
+
+def test_queued_pod_namespace_change_lists_the_units_waiting(cell, image):
+    """A spec that changes only the pod's PID/IPC namespaces
+    (shareProcessNamespace) restarts the pod, as a network change does:
+    while it waits for the supervisor (held), status already lists its
+    unit as waiting, not as the running one about to stop."""
+    # pod-init's new PID namespace and a sanitizer build's LeakSanitizer:
+    # see test_agent_pod.py's namespace test.
+    asan = (os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    a, c = cell(env={"ASAN_OPTIONS": asan})
+
+    def spec(pid_ipc: int) -> dict:
+        sc = {"namespaceOptions": {"network": 0, "pid": pid_ipc, "ipc": pid_ipc},
+              "runAsUser": None, "runAsGroup": None, "supplementalGroups": [],
+              "sysctls": []}
+        return pod_params("ns_pod", units=[sh(image, "u", "exec sleep 1000")],
+                          securityContext=sc, terminationGracePeriodSeconds=0)
+
+    c.update_pod(spec(1))
+    c.wait_status(lambda s: "running" in state_of(s, "u"), timeout=60)
+    with supervisor_held(a):
+        c.update_pod(spec(0))
+        st = c.status()
+    assert state_of(st, "u").get("waiting", {}).get("reason") == "ContainerCreating", st
+    c.wait_status(lambda s: "running" in state_of(s, "u"), timeout=60)

@@ -333,6 +333,12 @@ static void test_tick(void)
 	   "tick: and looked at again soon (its monitor may be setting up)");
 	ok(!has(&p, PLAN_START, 1), "tick: a pulling unit is left to its pull");
 	plan_free(&p);
+	u[0].phase = PH_STOPPING; /* asked to stop while its monitor set up */
+	plan_tick(&pod, &p);
+	ok(has(&p, PLAN_ADOPT, 0),
+	   "tick: a stopping run without a watch is adopted too");
+	plan_free(&p);
+	u[0].phase = PH_RUNNING;
 	u[0].watched = true; /* adopted */
 	plan_tick(&pod, &p);
 	ok(!has(&p, PLAN_PROBE, 2) && p.wake_ns == 7 * S,
@@ -369,6 +375,13 @@ static void test_tick(void)
 	plan_tick(&pod, &p);
 	ok(p.n == 0, "pod restart: waits while units still run");
 	plan_free(&p);
+	u[0].watched = false;
+	u[0].phase = PH_STOPPING;
+	plan_tick(&pod, &p);
+	ok(p.n == 1 && has(&p, PLAN_ADOPT, 0),
+	   "pod restart: a stopping run without a watch is adopted");
+	plan_free(&p);
+	u[0].watched = true;
 	u[0].phase = u[2].phase = PH_EXITED;
 	plan_tick(&pod, &p);
 	ok(p.n == 1 && p.v[0].op == PLAN_FINISH_RESTART,
