@@ -79,6 +79,17 @@ def populate(run_pull, reg, dest, *refs, env=None):
     return run_pull(*args, env=env)
 
 
+def populated(run_pull, reg, tmp_path, img):
+    """img pushed as t/shared:v1 and populated into tmp_path/pop:
+    (its digest, its reference, the populated directory)."""
+    dig = push(reg, "t/shared", "v1", img)
+    ref = reg.ref("t/shared", "v1")
+    pop = str(tmp_path / "pop")
+    rc, out, err = populate(run_pull, reg, pop, ref)
+    assert rc == 0, err
+    return dig, ref, pop
+
+
 def mount_pull(run_pull, reg, ref, mp, workdir, shared=None, env=None):
     os.makedirs(mp, exist_ok=True)
     extra = ["--shared-cache", shared] if shared else []
@@ -246,10 +257,7 @@ def test_a_killed_populator_leaves_nothing_a_cell_uses(
 def test_a_damaged_completion_record_is_ignored(registry, run_pull, share, tmp_path, mounts):
     img = Image([busybox_layer(), Layer([Dir("etc"), File("etc/motd", "x\n")])],
                 config={"Cmd": ["/bin/sh"]})
-    push(registry, "t/shared", "v1", img)
-    ref = registry.ref("t/shared", "v1")
-    pop = str(tmp_path / "pop")
-    assert populate(run_pull, registry, pop, ref)[0] == 0
+    _, ref, pop = populated(run_pull, registry, tmp_path, img)
     bb, top = img.layers[0], img.layers[1]
     # One record names another layer, one is not JSON at all.
     rec = os.path.join(pop, "layers/sha256", bb.diff_hex, "complete")
@@ -276,10 +284,7 @@ def test_hostile_symlinks_in_the_share_are_not_followed(
         registry, run_pull, share, tmp_path, mounts):
     img = Image([busybox_layer(), Layer([Dir("etc"), File("etc/motd", "x\n")])],
                 config={"Cmd": ["/bin/sh"]})
-    push(registry, "t/shared", "v1", img)
-    ref = registry.ref("t/shared", "v1")
-    pop = str(tmp_path / "pop")
-    assert populate(run_pull, registry, pop, ref)[0] == 0
+    _, ref, pop = populated(run_pull, registry, tmp_path, img)
     bb, top = img.layers[0], img.layers[1]
     secret = tmp_path / "host-secret"
     secret.mkdir()
@@ -307,10 +312,7 @@ def test_hostile_symlinks_in_the_share_are_not_followed(
 def test_registry_down_uses_the_shared_tag_at_once(registry, run_pull, share, tmp_path, mounts):
     img = Image([busybox_layer(), Layer([Dir("etc"), File("etc/motd", "x\n")])],
                 config={"Cmd": ["/bin/sh"]})
-    dig = push(registry, "t/shared", "v1", img)
-    ref = registry.ref("t/shared", "v1")
-    pop = str(tmp_path / "pop")
-    assert populate(run_pull, registry, pop, ref)[0] == 0
+    dig, ref, pop = populated(run_pull, registry, tmp_path, img)
     ro = share(pop)
     registry.close()
     # A retry ladder of minutes: a pull that waited it out would not end
@@ -385,10 +387,7 @@ def test_a_share_that_lost_overlay_metadata_is_not_used(
     its mark would show lower layers' files through it. The populator
     records a probe; the cell checks it and pulls such a layer itself."""
     img = rich_image()
-    push(registry, "t/shared", "v1", img)
-    ref = registry.ref("t/shared", "v1")
-    pop = str(tmp_path / "pop")
-    assert populate(run_pull, registry, pop, ref)[0] == 0
+    _, ref, pop = populated(run_pull, registry, tmp_path, img)
     top = img.layers[2]
     d = os.path.join(pop, "layers/sha256", top.diff_hex)
     rec = json.load(open(os.path.join(d, "complete")))
@@ -439,10 +438,7 @@ def test_a_silent_registry_uses_the_shared_tag_after_the_connect_timeout(
     CELL_PULL_CONNECT_TIMEOUT_MS seam) the share's record is used."""
     img = Image([busybox_layer(), Layer([Dir("etc"), File("etc/motd", "silent\n")])],
                 config={"Cmd": ["/bin/sh"]})
-    dig = push(registry, "t/shared", "v1", img)
-    ref = registry.ref("t/shared", "v1")
-    pop = str(tmp_path / "pop")
-    assert populate(run_pull, registry, pop, ref)[0] == 0
+    dig, ref, pop = populated(run_pull, registry, tmp_path, img)
     ro = share(pop)
     port = registry.port
     registry.close()
