@@ -569,13 +569,17 @@ static size_t build_dev_prog(struct bpf_insn *p, const struct dev_rule *rules,
 	return n;
 }
 
-static int v2_devices(const char *dir, const struct dev_rule *rules,
-		      size_t n_rules, struct cerr *e)
+/* The allowlist as a loaded cgroup device program (its fd). Loaded before
+ * the unit's cgroups are made: the kernel's verifier and JIT take a good
+ * part of a millisecond, and need no cgroup lock. */
+static int load_dev_prog(const struct cg_limits *lim, struct cerr *e)
 {
+	size_t n_rules;
+	cleanup_free struct dev_rule *rules = all_rules(lim, &n_rules);
 	cleanup_free struct bpf_insn *prog =
 	    xcalloc(6 + 8 * n_rules + 2, sizeof(*prog));
 	union bpf_attr a;
-	cleanup_close int cg = -1, pfd = -1;
+	int pfd;
 
 	memset(&a, 0, sizeof(a));
 	a.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
@@ -585,6 +589,14 @@ static int v2_devices(const char *dir, const struct dev_rule *rules,
 	pfd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &a, sizeof(a));
 	if (pfd < 0)
 		return cerr_sys(e, "load the device filter");
+	return pfd;
+}
+
+static int v2_devices(const char *dir, int pfd, struct cerr *e)
+{
+	union bpf_attr a;
+	cleanup_close int cg = -1;
+
 	cg = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cg < 0)
 		return cerr_sys(e, "open %s", dir);
@@ -598,8 +610,9 @@ static int v2_devices(const char *dir, const struct dev_rule *rules,
 	return 0;
 }
 
+/* pfd: the program for v2 directories (load_dev_prog), -1 when none. */
 static int apply_devices(const struct cgroup *cg, const struct cg_limits *lim,
-			 struct cerr *e)
+			 int pfd, struct cerr *e)
 {
 	size_t n_rules;
 	cleanup_free struct dev_rule *rules = all_rules(lim, &n_rules);
@@ -608,8 +621,8 @@ static int apply_devices(const struct cgroup *cg, const struct cg_limits *lim,
 		const char *d = cg->dirs[i];
 		int rc = 0;
 
-		if (cg->v2[i] && !is_fake(d))
-			rc = v2_devices(d, rules, n_rules, e);
+		if (cg->v2[i] && pfd >= 0)
+			rc = v2_devices(d, pfd, e);
 		else if ((int)i == cg->devices)
 			rc = v1_devices(d, rules, n_rules, e);
 		if (rc < 0)
@@ -639,13 +652,27 @@ static int make_leaves(const struct cgroup *cg, struct cerr *e)
 	return 0;
 }
 
+/* A v2 hierarchy that is the kernel's (not a test's plain directory)
+ * takes the device program. */
+static bool wants_dev_prog(const struct cg_layout *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->h[i].v2 && !is_fake(l->h[i].base))
+			return true;
+	return false;
+}
+
 int cg_create(const struct cg_layout *l, const char *rel,
 	      const struct cg_limits *lim, struct cgroup *cg, struct cerr *e)
 {
+	cleanup_close int pfd = -1;
+
 	memset(cg, 0, sizeof(*cg));
 	cg->memory = cg->cpu = cg->pids = cg->devices = -1;
 	if (!*rel || rel[0] == '/' || strstr(rel, ".."))
 		return cerr_set(e, EINVAL, "bad cgroup path '%s'", rel);
+	if (wants_dev_prog(l) && (pfd = load_dev_prog(lim, e)) < 0)
+		return cerr_prefix(e, "devices");
 	for (size_t i = 0; i < l->n; i++) {
 		const struct cg_hier *h = &l->h[i];
 
@@ -662,8 +689,8 @@ int cg_create(const struct cg_layout *l, const char *rel,
 			cg->devices = (int)cg->n;
 		cg->n++;
 	}
-	if (apply_limits(cg, lim, e) < 0 || apply_devices(cg, lim, e) < 0 ||
-	    make_leaves(cg, e) < 0)
+	if (apply_limits(cg, lim, e) < 0 ||
+	    apply_devices(cg, lim, pfd, e) < 0 || make_leaves(cg, e) < 0)
 		goto fail;
 	return 0;
 fail:
