@@ -198,6 +198,7 @@ static void add_hier(struct cg_layout *l, const char *name, const char *mount,
 		h->memory = ctl && word_in(ctl, "memory");
 		h->cpu = ctl && word_in(ctl, "cpu");
 		h->pids = ctl && word_in(ctl, "pids");
+		h->io = ctl && word_in(ctl, "io");
 	} else {
 		h->memory = !strcmp(name, "memory");
 		h->cpu = !strcmp(name, "cpu");
@@ -297,20 +298,24 @@ static int mkdir_one(const char *d, struct cerr *e)
 /* v2: every ancestor of the unit enables the controllers in its
  * cgroup.subtree_control. One the unit needs but cannot get is an error;
  * the others are best effort (cpu cannot be enabled while real-time
- * threads run in non-root cgroups, for one). */
+ * threads run in non-root cgroups, for one). Only what is not enabled
+ * yet is written: each write takes the cgroup mutex and waits for dying
+ * cgroups to go (a unit that just stopped), right on a start's path. */
 static int v2_enable(const char *dir, const struct cg_hier *h,
 		     const struct cg_limits *lim, struct cerr *e)
 {
 	static const char *const names[] = {"memory", "cpu", "pids", "io"};
-	bool avail[] = {h->memory, h->cpu, h->pids, true};
+	bool avail[] = {h->memory, h->cpu, h->pids, h->io};
 	bool need[] = {lim->memory > 0 || lim->parent_memory > 0,
 		       lim->cpu_millis > 0, lim->pids > 0, false};
+	cleanup_free char *path = xasprintf("%s/cgroup.subtree_control", dir);
+	cleanup_free char *on = read_small(path);
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		char val[16];
 		struct cerr ign;
 
-		if (!avail[i])
+		if (!avail[i] || (on && word_in(on, names[i])))
 			continue;
 		snprintf(val, sizeof(val), "+%s", names[i]);
 		if (cg_write(dir, "cgroup.subtree_control", val, &ign) < 0 &&
