@@ -782,6 +782,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		return 1;
 	}
 	imagecache_start(&o->ic);
+	cgprime_init();
 	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 ||
 	    sup_start(&so, &ag.sup, &e) < 0) {
 		log_error("%s", e.msg);
@@ -853,9 +854,13 @@ int main(int argc, char **argv)
 	/* Two malloc arenas, not glibc's 8 per core: each of the agent's
 	 * ~35 threads would otherwise get one of 16 (on 2 cores), every one
 	 * kept at its own high-water mark, which is how the RSS crept up
-	 * under churn (docs/agent.md "Soak"). The threads that allocate much
-	 * (API workers, the supervisor) rarely run at once on a cell. */
+	 * under churn (docs/agent.md "Soak"). And glibc's default thresholds
+	 * held fixed: by default one large block freed raises them (up to
+	 * 32 MiB), after which large blocks come from the heap and its free
+	 * top is kept rather than given back. */
 	mallopt(M_ARENA_MAX, AGENT_ARENAS);
+	mallopt(M_MMAP_THRESHOLD, 128 << 10);
+	mallopt(M_TRIM_THRESHOLD, 128 << 10);
 	log_init("cell-agent", LOG_INFO);
 	metrics_init();
 	/* The command line alone first: --help and bad flags never wait for
