@@ -126,7 +126,7 @@ struct monitor {
 	/* A tty unit: out_fd is the terminal's master; what an attach
 	 * writes into the stdin FIFO (tty_in) goes to tty_master. */
 	int tty_in, tty_master;
-	int exit_slot; /* EXIT_SLOT, reserved at start; -1 once used */
+	int exit_slot;		/* EXIT_SLOT, reserved at start; -1 once used */
 	struct spawn_fds spawn; /* until the init has exec'd */
 	pid_t init;
 	uint64_t init_start;
