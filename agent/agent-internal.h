@@ -267,6 +267,9 @@ char *wire_status_json(const struct pod_status *s);
  * lock on a thread of its own so that the monitor's cgroup.procs write
  * does not wait for an RCU grace period. Never blocks. */
 void cgprime_kick(void);
+/* Its thread and cgroup.procs descriptor, at the agent's start: an agent
+ * holds the same descriptors whether it has started a unit yet or not. */
+void cgprime_init(void);
 /* The start is done (the monitor has its cgroups): stop warming. */
 void cgprime_done(void);
 

@@ -158,6 +158,11 @@ static void start(void)
 	pthread_attr_destroy(&at);
 }
 
+void cgprime_init(void)
+{
+	pthread_once(&once, start);
+}
+
 void cgprime_kick(void)
 {
 	uint64_t one = 1;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 
 #define CONFIG_MAX (1u << 20)
 #define CONFIG_FLAGS_MAX 64
+#define AGENT_ARENAS 2 /* malloc arenas (M_ARENA_MAX) */
 
 struct opts {
 	int port;
@@ -726,6 +728,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		return 1;
 	}
 	imagecache_start(&o->ic);
+	cgprime_init();
 	if (fs_mkdir_p(o->state_dir, 0700, &e) < 0 ||
 	    sup_start(&so, &ag.sup, &e) < 0) {
 		log_error("%s", e.msg);
@@ -794,6 +797,16 @@ int main(int argc, char **argv)
 	char **all;
 	int n, r;
 
+	/* Two malloc arenas, not glibc's 8 per core: each of the agent's
+	 * ~35 threads would otherwise get one of 16 (on 2 cores), every one
+	 * kept at its own high-water mark, which is how the RSS crept up
+	 * under churn (docs/agent.md "Soak"). And glibc's default thresholds
+	 * held fixed: by default one large block freed raises them (up to
+	 * 32 MiB), after which large blocks come from the heap and its free
+	 * top is kept rather than given back. */
+	mallopt(M_ARENA_MAX, AGENT_ARENAS);
+	mallopt(M_MMAP_THRESHOLD, 128 << 10);
+	mallopt(M_TRIM_THRESHOLD, 128 << 10);
 	log_init("cell-agent", LOG_INFO);
 	metrics_init();
 	/* The command line alone first: --help and bad flags never wait for

@@ -101,6 +101,7 @@ struct supervisor {
 	int evfd, epfd;
 	struct probe_runner probes; /* probe attempts on their own threads */
 	uint64_t wake_ns;	    /* the last plan's next deadline */
+	uint64_t busy_ns; /* the loop's last event; 0: heap trimmed since */
 	/* Shared with the API threads, under mu. */
 	pthread_mutex_t mu;
 	pthread_mutex_t save_mu; /* API threads writing pod.json, in turn */

@@ -8,6 +8,7 @@
  * restart the pod spec and every unit record come back from it and running
  * units are re-adopted through their monitors. */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
  * steps (some records gone, some not) starts it over at restore. */
 #define RESTART_FILE "pod-restart"
 #define TICK_MS 1000
+#define TRIM_QUIET_S 10 /* no event for this long: trim the heap */
 
 static uint64_t real_now(void)
 {
@@ -789,6 +791,25 @@ static void take_probe_results(struct supervisor *s)
 	}
 }
 
+/* Free heap back to the kernel once the loop has been quiet a while: what
+ * a burst of specs, streams and status texts left free in malloc's arenas
+ * is otherwise kept at its high-water mark (docs/agent.md "Soak"). Once
+ * per quiet spell, never while busy (a trim costs a walk of the arenas). */
+static void trim_when_quiet(struct supervisor *s, int n_events)
+{
+	uint64_t now = s->ops->now();
+
+	if (n_events > 0 || !s->busy_ns) {
+		if (n_events > 0)
+			s->busy_ns = now;
+		return;
+	}
+	if (now - s->busy_ns < (uint64_t)TRIM_QUIET_S * 1000000000)
+		return;
+	malloc_trim(0);
+	s->busy_ns = 0;
+}
+
 static void *sup_main(void *arg)
 {
 	struct supervisor *s = arg;
@@ -800,6 +821,7 @@ static void *sup_main(void *arg)
 		struct pod_spec *spec = NULL;
 		char *body;
 
+		trim_when_quiet(s, n);
 		s->unwatched = false;
 		for (int i = 0; i < n; i++) {
 			if (s->na.pid && ev[i].data.fd == s->na.pidfd)

@@ -4,6 +4,7 @@
 # runc, status requests/s over mutual TLS, idle RSS. Run as root on Debian 12.
 #   BENCH_REPS=10 bench/agent.sh
 #   BENCH_ONLY=metrics bench/agent.sh   (only the metrics scrape cost)
+#   BENCH_ONLY=start bench/agent.sh     (only the start time, every pair)
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh >/dev/null

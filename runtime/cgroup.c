@@ -89,9 +89,15 @@ static int cg_write(const char *dir, const char *file, const char *val,
 	int flags = O_WRONLY | O_CLOEXEC | O_TRUNC | O_NOFOLLOW;
 	cleanup_close int fd = -1;
 
-	if (is_fake(dir))
-		flags |= O_CREAT;
-	fd = open(p, flags, 0644);
+	/* The kernel's files are there: a stand-in tree is looked at only
+	 * when one is missing (a statfs less per write on a start). */
+	fd = open(p, flags);
+	if (fd < 0 && errno == ENOENT) {
+		if (is_fake(dir))
+			fd = open(p, flags | O_CREAT, 0644);
+		else
+			errno = ENOENT;
+	}
 	if (fd < 0)
 		return cerr_sys(e, "open %s", p);
 	if (write(fd, val, strlen(val)) < 0)
@@ -198,6 +204,7 @@ static void add_hier(struct cg_layout *l, const char *name, const char *mount,
 		h->memory = ctl && word_in(ctl, "memory");
 		h->cpu = ctl && word_in(ctl, "cpu");
 		h->pids = ctl && word_in(ctl, "pids");
+		h->io = ctl && word_in(ctl, "io");
 	} else {
 		h->memory = !strcmp(name, "memory");
 		h->cpu = !strcmp(name, "cpu");
@@ -297,20 +304,24 @@ static int mkdir_one(const char *d, struct cerr *e)
 /* v2: every ancestor of the unit enables the controllers in its
  * cgroup.subtree_control. One the unit needs but cannot get is an error;
  * the others are best effort (cpu cannot be enabled while real-time
- * threads run in non-root cgroups, for one). */
+ * threads run in non-root cgroups, for one). Only what is not enabled
+ * yet is written: each write takes the cgroup mutex and waits for dying
+ * cgroups to go (a unit that just stopped), right on a start's path. */
 static int v2_enable(const char *dir, const struct cg_hier *h,
 		     const struct cg_limits *lim, struct cerr *e)
 {
 	static const char *const names[] = {"memory", "cpu", "pids", "io"};
-	bool avail[] = {h->memory, h->cpu, h->pids, true};
+	bool avail[] = {h->memory, h->cpu, h->pids, h->io};
 	bool need[] = {lim->memory > 0 || lim->parent_memory > 0,
 		       lim->cpu_millis > 0, lim->pids > 0, false};
+	cleanup_free char *path = xasprintf("%s/cgroup.subtree_control", dir);
+	cleanup_free char *on = read_small(path);
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		char val[16];
 		struct cerr ign;
 
-		if (!avail[i])
+		if (!avail[i] || (on && word_in(on, names[i])))
 			continue;
 		snprintf(val, sizeof(val), "+%s", names[i]);
 		if (cg_write(dir, "cgroup.subtree_control", val, &ign) < 0 &&
@@ -569,13 +580,17 @@ static size_t build_dev_prog(struct bpf_insn *p, const struct dev_rule *rules,
 	return n;
 }
 
-static int v2_devices(const char *dir, const struct dev_rule *rules,
-		      size_t n_rules, struct cerr *e)
+/* The allowlist as a loaded cgroup device program (its fd). Loaded before
+ * the unit's cgroups are made: the kernel's verifier and JIT take a good
+ * part of a millisecond, and need no cgroup lock. */
+static int load_dev_prog(const struct cg_limits *lim, struct cerr *e)
 {
+	size_t n_rules;
+	cleanup_free struct dev_rule *rules = all_rules(lim, &n_rules);
 	cleanup_free struct bpf_insn *prog =
 	    xcalloc(6 + 8 * n_rules + 2, sizeof(*prog));
 	union bpf_attr a;
-	cleanup_close int cg = -1, pfd = -1;
+	int pfd;
 
 	memset(&a, 0, sizeof(a));
 	a.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
@@ -585,6 +600,14 @@ static int v2_devices(const char *dir, const struct dev_rule *rules,
 	pfd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &a, sizeof(a));
 	if (pfd < 0)
 		return cerr_sys(e, "load the device filter");
+	return pfd;
+}
+
+static int v2_devices(const char *dir, int pfd, struct cerr *e)
+{
+	union bpf_attr a;
+	cleanup_close int cg = -1;
+
 	cg = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cg < 0)
 		return cerr_sys(e, "open %s", dir);
@@ -598,8 +621,9 @@ static int v2_devices(const char *dir, const struct dev_rule *rules,
 	return 0;
 }
 
+/* pfd: the program for v2 directories (load_dev_prog), -1 when none. */
 static int apply_devices(const struct cgroup *cg, const struct cg_limits *lim,
-			 struct cerr *e)
+			 int pfd, struct cerr *e)
 {
 	size_t n_rules;
 	cleanup_free struct dev_rule *rules = all_rules(lim, &n_rules);
@@ -608,8 +632,8 @@ static int apply_devices(const struct cgroup *cg, const struct cg_limits *lim,
 		const char *d = cg->dirs[i];
 		int rc = 0;
 
-		if (cg->v2[i] && !is_fake(d))
-			rc = v2_devices(d, rules, n_rules, e);
+		if (cg->v2[i] && pfd >= 0)
+			rc = v2_devices(d, pfd, e);
 		else if ((int)i == cg->devices)
 			rc = v1_devices(d, rules, n_rules, e);
 		if (rc < 0)
@@ -639,13 +663,27 @@ static int make_leaves(const struct cgroup *cg, struct cerr *e)
 	return 0;
 }
 
+/* A v2 hierarchy that is the kernel's (not a test's plain directory)
+ * takes the device program. */
+static bool wants_dev_prog(const struct cg_layout *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->h[i].v2 && !is_fake(l->h[i].base))
+			return true;
+	return false;
+}
+
 int cg_create(const struct cg_layout *l, const char *rel,
 	      const struct cg_limits *lim, struct cgroup *cg, struct cerr *e)
 {
+	cleanup_close int pfd = -1;
+
 	memset(cg, 0, sizeof(*cg));
 	cg->memory = cg->cpu = cg->pids = cg->devices = -1;
 	if (!*rel || rel[0] == '/' || strstr(rel, ".."))
 		return cerr_set(e, EINVAL, "bad cgroup path '%s'", rel);
+	if (wants_dev_prog(l) && (pfd = load_dev_prog(lim, e)) < 0)
+		return cerr_prefix(e, "devices");
 	for (size_t i = 0; i < l->n; i++) {
 		const struct cg_hier *h = &l->h[i];
 
@@ -662,8 +700,8 @@ int cg_create(const struct cg_layout *l, const char *rel,
 			cg->devices = (int)cg->n;
 		cg->n++;
 	}
-	if (apply_limits(cg, lim, e) < 0 || apply_devices(cg, lim, e) < 0 ||
-	    make_leaves(cg, e) < 0)
+	if (apply_limits(cg, lim, e) < 0 ||
+	    apply_devices(cg, lim, pfd, e) < 0 || make_leaves(cg, e) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -698,16 +698,8 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 	umask(022);
 	if (c->hostname && sethostname(c->hostname, strlen(c->hostname)) < 0)
 		return cerr_sys(e, "sethostname");
-	/* Everything above is the runtime's own work in the container's new
-	 * namespaces and needs no cgroup, so it overlaps the monitor's
-	 * cgroup.procs writes (the first one of a start waits for an RCU
-	 * grace period on cgroup v1, milliseconds). From here on the unit
-	 * becomes itself: wait until the monitor has put it into the unit's
-	 * cgroups, unless a unit with hooks did so before its mounts. */
-	if (!hooks_early && wait_go(a->sync_fd, &host_pid) < 0)
-		_exit(127);
 	/* startContainer hooks: inside the container, still root, before
-	 * the workload. */
+	 * the workload (a unit with hooks has its "go" already). */
 	if (hooks_run(c, HOOK_START_CONTAINER, a->bundle, host_pid, e) < 0)
 		return -1;
 	/* The monitor protects itself from the OOM killer; the unit must
@@ -728,6 +720,15 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 	/* Only 0, 1, 2 reach the workload; the sync socket closes on exec,
 	 * which is how the monitor learns that exec succeeded. */
 	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+	/* Everything above is the runtime's own work in the container's new
+	 * namespaces, and none of it runs the workload or needs its cgroups:
+	 * it overlaps the monitor's making of the cgroups and its
+	 * cgroup.procs writes (whose first one waits for an RCU grace period
+	 * on cgroup v1, milliseconds). Only exec (and, with no_new_privs, the
+	 * seccomp filter) is left: wait until the monitor has put us into
+	 * the unit's cgroups, unless a unit with hooks did so first. */
+	if (!hooks_early && wait_go(a->sync_fd, &host_pid) < 0)
+		_exit(127);
 	return 0;
 }
 

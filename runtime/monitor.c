@@ -109,6 +109,13 @@ static void report(int *fd, const char *fmt, ...)
 
 /* =============================== run mode =============================== */
 
+struct spawn_fds {
+	int sock[2];			  /* [0] monitor, [1] child */
+	int out[2], err[2];		  /* pipes */
+	int devnull, netns, ipcns, pidns; /* devnull: the stdin FIFO */
+	int own_pidns; /* to go back to once the init is born */
+};
+
 struct monitor {
 	char *dir;
 	struct run_config cfg;
@@ -119,7 +126,8 @@ struct monitor {
 	/* A tty unit: out_fd is the terminal's master; what an attach
 	 * writes into the stdin FIFO (tty_in) goes to tty_master. */
 	int tty_in, tty_master;
-	int exit_slot; /* EXIT_SLOT, reserved at start; -1 once used */
+	int exit_slot;		/* EXIT_SLOT, reserved at start; -1 once used */
+	struct spawn_fds spawn; /* until the init has exec'd */
 	pid_t init;
 	uint64_t init_start;
 	bool init_done, stopping;
@@ -296,13 +304,6 @@ static int child_verdict(int fd, char *msg, size_t sz)
 	return n ? -1 : 0;
 }
 
-struct spawn_fds {
-	int sock[2];			  /* [0] monitor, [1] child */
-	int out[2], err[2];		  /* pipes */
-	int devnull, netns, ipcns, pidns; /* devnull: the stdin FIFO */
-	int own_pidns; /* to go back to once the init is born */
-};
-
 static void close_fds(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -408,56 +409,68 @@ static pid_t clone_init(const struct run_config *c, const char *bundle,
 	return pid;
 }
 
-/* Clone the init, put it into the cgroup, let it set itself up and exec.
- * msg gets the container's own error when that fails. */
-static int spawn(struct monitor *m, char *msg, size_t msgsz, struct cerr *e)
+/* Clone the init, which sets up its mount namespace, mounts and
+ * pivot_root at once and then waits for "go" (monitor_run makes the unit's
+ * cgroups meanwhile). */
+static int spawn_init(struct monitor *m, struct cerr *e)
 {
-	struct spawn_fds f;
+	struct spawn_fds *f = &m->spawn;
+
+	if (open_spawn_fds(m->dir, &m->cfg, f, e) < 0)
+		return -1;
+	m->init = clone_init(&m->cfg, m->dir, f, e);
+	/* Back to our own PID namespace for children: a process whose
+	 * children would be born elsewhere cannot even create a thread. */
+	if (f->own_pidns >= 0 && setns(f->own_pidns, CLONE_NEWPID) < 0)
+		log_warn("return to our PID namespace: %s", strerror(errno));
+	if (m->init < 0)
+		return -1;
+	close_fds((int[]){f->sock[1], f->out[1], f->err[1]}, 3);
+	f->sock[1] = f->out[1] = f->err[1] = -1;
+	m->init_start = proc_start_time(m->init);
+	return 0;
+}
+
+/* Put the init into the unit's cgroups, then let it go on to its
+ * credentials and exec. msg gets the container's own error when that
+ * fails. */
+static int start_init(struct monitor *m, char *msg, size_t msgsz,
+		      struct cerr *e)
+{
+	struct spawn_fds *f = &m->spawn;
 	int rc = -1;
 
 	msg[0] = '\0';
-	if (open_spawn_fds(m->dir, &m->cfg, &f, e) < 0)
-		goto out;
-	m->init = clone_init(&m->cfg, m->dir, &f, e);
-	/* Back to our own PID namespace for children: a process whose
-	 * children would be born elsewhere cannot even create a thread. */
-	if (f.own_pidns >= 0 && setns(f.own_pidns, CLONE_NEWPID) < 0)
-		log_warn("return to our PID namespace: %s", strerror(errno));
-	if (m->init < 0)
-		goto out;
-	close_fds((int[]){f.sock[1], f.out[1], f.err[1]}, 3);
-	f.sock[1] = f.out[1] = f.err[1] = -1;
-	m->init_start = proc_start_time(m->init);
 	if (cg_enter(&m->cg, m->init, e) < 0) {
 		kill(m->init, SIGKILL);
 		goto out;
 	}
 	/* "g" comes with the init's pid as the host sees it (the hooks' OCI
-	 * state). The init sets up its mounts meanwhile; one that already
-	 * failed has written why and gone (EPIPE): read that below. */
+	 * state). An init that already failed has written why and gone
+	 * (EPIPE): read that below. */
 	char go[1 + sizeof(int32_t)] = "g";
 	int32_t pid32 = (int32_t)m->init;
 
 	memcpy(go + 1, &pid32, sizeof(pid32));
-	if (write(f.sock[0], go, sizeof(go)) != (ssize_t)sizeof(go) &&
+	if (write(f->sock[0], go, sizeof(go)) != (ssize_t)sizeof(go) &&
 	    errno != EPIPE) {
 		cerr_sys(e, "start the container init");
 		goto out;
 	}
-	if (child_verdict(f.sock[0], msg, msgsz) < 0) {
+	if (child_verdict(f->sock[0], msg, msgsz) < 0) {
 		cerr_set(e, EIO, "%s", msg);
 		goto out;
 	}
 	m->started_ns = wall_ns();
-	m->out_fd = steal_fd(&f.out[0]);
-	m->err_fd = steal_fd(&f.err[0]);
+	m->out_fd = steal_fd(&f->out[0]);
+	m->err_fd = steal_fd(&f->err[0]);
 	if (m->cfg.tty) {
 		m->tty_master = fcntl(m->out_fd, F_DUPFD_CLOEXEC, 3);
-		m->tty_in = steal_fd(&f.devnull);
+		m->tty_in = steal_fd(&f->devnull);
 	}
 	rc = 0;
 out:
-	close_fds((int *)&f, sizeof(f) / sizeof(int));
+	close_fds((int *)f, sizeof(*f) / sizeof(int));
 	return rc;
 }
 
@@ -737,6 +750,7 @@ static int start_failed(struct monitor *m, const struct cerr *err,
 
 static void monitor_free(struct monitor *m)
 {
+	close_fds((int *)&m->spawn, sizeof(m->spawn) / sizeof(int));
 	crilog_close(&m->log);
 	if (m->exit_slot >= 0)
 		close(m->exit_slot);
@@ -760,6 +774,7 @@ int monitor_run(const char *unit_dir, int sync_fd)
 	char msg[REPORT_MAX];
 	int rc = 0;
 
+	memset(&m.spawn, 0xff, sizeof(m.spawn)); /* every fd -1 */
 	m.dir = realpath(unit_dir, NULL);
 	if (!m.dir) {
 		cerr_sys(&e, "unit directory %s", unit_dir);
@@ -770,11 +785,17 @@ int monitor_run(const char *unit_dir, int sync_fd)
 		goto out;
 	}
 	protect_from_oom();
+	/* The init is cloned before the unit's cgroups are made: its mounts
+	 * need none, and the first cgroup change of a start (here the first
+	 * mkdir) may wait for the kernel's attach lock to warm up, an RCU
+	 * grace period of milliseconds (agent/cgprime.c). It waits for "go",
+	 * after its mounts, until it is in them. */
 	if (load_config(m.dir, &m.cfg, &e) < 0 || reserve_exit(&m, &e) < 0 ||
 	    setup_signals(&m, &e) < 0 || setup_log(&m, &e) < 0 ||
-	    setup_cgroup(&m, &e) < 0 ||
 	    hooks_write_bundle(m.dir, &m.cfg, &e) < 0 ||
-	    spawn(&m, msg, sizeof(msg), &e) < 0 || write_state(&m, &e) < 0) {
+	    spawn_init(&m, &e) < 0 || setup_cgroup(&m, &e) < 0 ||
+	    start_init(&m, msg, sizeof(msg), &e) < 0 ||
+	    write_state(&m, &e) < 0) {
 		rc = start_failed(&m, &e, true);
 		goto out;
 	}

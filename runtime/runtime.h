@@ -386,6 +386,7 @@ struct cg_hier {
 	bool v2;
 	char *base; /* unit cgroups are created below this directory */
 	bool memory, cpu, pids; /* controllers it can apply */
+	bool io;		/* v2: io is there to enable (best effort) */
 	bool devices;		/* the v1 devices hierarchy */
 };
 

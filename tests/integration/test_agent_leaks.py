@@ -15,6 +15,7 @@ fix:
 from __future__ import annotations
 
 import base64
+import collections
 import glob
 import hashlib
 import json
@@ -271,6 +272,40 @@ def test_leaks_emptied_pod_removes_its_cgroups(agents, image):
                             terminationGracePeriodSeconds=0))
     wait_running(c, "keep")
     assert pod_cgroups(state)
+
+
+def file_fds(pid: int) -> collections.Counter:
+    """The agent's descriptors by what they name, connections and pipes
+    left out (they come and go with clients and children)."""
+    out = collections.Counter()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            t = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if not t.startswith(("socket:", "pipe:")):
+            out[t] += 1
+    return out
+
+
+def test_leaks_first_start_opens_no_descriptor_for_good(agents, image):
+    """What an agent holds once its first unit has come and gone is what it
+    held before it: the soak takes a fresh idle agent's descriptors as the
+    norm, and the cgroup primer's (cgroup.procs, its eventfd) opened at the
+    first start counted as a leak."""
+    make, d = agents
+    a, c = make()
+    state = os.path.join(d, "state")
+    before = file_fds(a.proc.pid)
+    c.update_pod(pod_params("ns_leaks", units=[sh(image, "once", "exec sleep 1000")],
+                            terminationGracePeriodSeconds=0))
+    wait_running(c, "once")
+    c.update_pod(pod_params("ns_leaks", terminationGracePeriodSeconds=0))
+    units = os.path.join(state, "units")
+    wait_for(lambda: not os.listdir(units), 20, "the pod to empty")
+    time.sleep(0.5)
+    after = file_fds(a.proc.pid)
+    assert not after - before, f"opened and kept: {dict(after - before)}"
 
 
 # ---------------------------------------------------------------------------

@@ -327,6 +327,43 @@ static void test_cgroup_v2(void)
 	free(root);
 }
 
+/* Controllers already on in an ancestor's subtree_control are not
+ * written again, and io is not asked for where the kernel has no io
+ * here: each write takes the cgroup mutex on a start's path. */
+static void test_cgroup_v2_enable_once(void)
+{
+	static const char *const levels[] = {"v2on", "v2on/cell",
+					     "v2on/cell/pod"};
+	char *root = xasprintf("%s/v2on", tmp), *p;
+	struct cg_layout l;
+	struct cgroup cg;
+	struct cg_limits lim = {64 << 20, 500, 32, 0, NULL, 0};
+	struct cerr e = {0};
+
+	p = xasprintf("%s/cgroup.controllers", root);
+	put(p, "cpu memory pids\n");
+	free(p);
+	for (size_t i = 0; i < ARRAY_SIZE(levels); i++) {
+		p = xasprintf("%s/%s/cgroup.subtree_control", tmp, levels[i]);
+		put(p, "cpu memory pids\n");
+		free(p);
+	}
+	ok(cg_detect(root, NULL, &l, &e) == 0 && !l.h[0].io,
+	   "no io among the controllers (%s)", e.msg);
+	ok(cg_create(&l, "cell/pod/u", &lim, &cg, &e) == 0,
+	   "v2 cgroup created (%s)", e.msg);
+	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
+		check_file(levels[i], "cgroup.subtree_control",
+			   "cpu memory pids\n",
+			   "nothing written where all is on already");
+	check_file("v2on/cell/pod/u", "memory.max", "67108864",
+		   "the limits still set");
+	ok(cg_destroy(&cg, &e) == 0, "destroy");
+	cg_free(&cg);
+	cg_layout_free(&l);
+	free(root);
+}
+
 static void make_v1(const char *root)
 {
 	static const char *const names[] = {"memory", "cpu,cpuacct", "pids",
@@ -651,6 +688,7 @@ int main(void)
 	test_state_files();
 	test_decide_exit();
 	test_cgroup_v2();
+	test_cgroup_v2_enable_once();
 	test_cgroup_v1();
 	test_cgroup_hybrid_nested();
 	test_cgroup_v1_devices();
