@@ -804,9 +804,11 @@ int main(int argc, char **argv)
 	 * held fixed: by default one large block freed raises them (up to
 	 * 32 MiB), after which large blocks come from the heap and its free
 	 * top is kept rather than given back. */
+#ifdef __GLIBC__ /* the static build's musl has one allocator, no knobs */
 	mallopt(M_ARENA_MAX, AGENT_ARENAS);
 	mallopt(M_MMAP_THRESHOLD, 128 << 10);
 	mallopt(M_TRIM_THRESHOLD, 128 << 10);
+#endif
 	log_init("cell-agent", LOG_INFO);
 	metrics_init();
 	/* The command line alone first: --help and bad flags never wait for

@@ -806,7 +806,9 @@ static void trim_when_quiet(struct supervisor *s, int n_events)
 	}
 	if (now - s->busy_ns < (uint64_t)TRIM_QUIET_S * 1000000000)
 		return;
+#ifdef __GLIBC__ /* musl (the static build) gives freed pages back itself */
 	malloc_trim(0);
+#endif
 	s->busy_ns = 0;
 }
 
