@@ -89,7 +89,13 @@ static int follow_fd(struct logtail *t, int fd, off_t off, struct cerr *e)
 	t->dev = st.st_dev;
 	t->ino = st.st_ino;
 	t->off = off < 0 ? st.st_size : off;
-	t->wd_file = inotify_add_watch(t->ifd, t->path, FILE_EVENTS);
+	/* The file we hold, not the name: the name may be between files
+	 * (a rotation renamed it and has not made the next yet). */
+	{
+		char self[32];
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		t->wd_file = inotify_add_watch(t->ifd, self, FILE_EVENTS);
+	}
 	if (t->wd_file < 0)
 		return cerr_sys(e, "inotify on %s", t->path);
 	return 0;
@@ -206,31 +212,50 @@ static int read_fd(struct logtail *t, int fd, off_t *off, size_t budget,
 	return 1;
 }
 
+/* Where t's file is among path.1 … path.MAX; MAX + 1 when out of reach.
+ * A missing name below it is no gap in time: a rotation under way renames
+ * path.K-1 to path.K from the top down (path to path.1 last), so at every
+ * moment the names that exist still run from the newest to the oldest. */
+static int find_rotated(const struct logtail *t)
+{
+	struct stat st;
+	int k;
+
+	for (k = 1; k <= CRILOG_ROTATED_MAX; k++) {
+		cleanup_free char *p = xasprintf("%s.%d", t->path, k);
+		if (stat(p, &st) == 0 && st.st_ino == t->ino &&
+		    st.st_dev == t->dev)
+			break;
+	}
+	return k;
+}
+
 /* The file we were reading has been rotated away (renamed to path.K): the
  * files rotated after it, path.K-1 … path.1, hold lines we have not seen,
- * then the new path. Each is opened before the chain is checked again, so
- * that a rotation meanwhile is noticed (and the search is repeated)
- * rather than a file read twice or skipped. */
-static int read_rotated_after(struct logtail *t, struct cerr *e)
+ * up to the file we opened to follow next (nx), itself rotated meanwhile
+ * maybe: it is read by the caller, never here. Each is opened before the
+ * chain is checked again, so that a rotation meanwhile is noticed (and
+ * the search is repeated) rather than a file read twice or skipped. */
+static int read_rotated_after(struct logtail *t, const struct stat *nx,
+			      struct cerr *e)
 {
-	for (int tries = 0; tries < 4; tries++) {
-		int fds[CRILOG_ROTATED_MAX], k, n = 0, rc = 0;
+	for (int tries = 0; tries < 8; tries++) {
+		int fds[CRILOG_ROTATED_MAX], k = find_rotated(t), n = 0, rc = 0;
 		struct stat st;
 
-		for (k = 1; k <= CRILOG_ROTATED_MAX; k++) {
-			cleanup_free char *p = xasprintf("%s.%d", t->path, k);
-			if (stat(p, &st) < 0)
-				return 0; /* rotated out of reach: lost */
-			if (st.st_ino == t->ino && st.st_dev == t->dev)
-				break;
-		}
 		if (k > CRILOG_ROTATED_MAX)
-			return 0;
+			return 0; /* rotated out of reach: lost */
 		for (int j = k - 1; j >= 1; j--) {
 			cleanup_free char *p = xasprintf("%s.%d", t->path, j);
 			int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-			if (fd >= 0)
-				fds[n++] = fd;
+			if (fd < 0)
+				continue;
+			if (fstat(fd, &st) == 0 && st.st_ino == nx->st_ino &&
+			    st.st_dev == nx->st_dev) {
+				close(fd);
+				break;
+			}
+			fds[n++] = fd;
 		}
 		{
 			cleanup_free char *p = xasprintf("%s.%d", t->path, k);
@@ -281,15 +306,19 @@ int logtail_read(struct logtail *t, logtail_emit emit, void *ud, struct cerr *e)
 	    (st.st_ino != t->ino || st.st_dev != t->dev)) {
 		int fd =
 		    open(t->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-		if (fd < 0)
-			return cerr_sys(e, "open %s", t->path);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			cerr_sys(e, "open %s", t->path);
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
 		/* Opened first: whatever is rotated after this moment is
 		 * this file, read from here on. The old file first, to its
 		 * end: the writer may have added to it (the rest of a line
 		 * cut into P records, say) between our last read and the
 		 * rotation. */
 		if (read_fd(t, t->fd, &t->off, 0, e) < 0 ||
-		    read_rotated_after(t, e) < 0) {
+		    read_rotated_after(t, &st, e) < 0) {
 			close(fd);
 			return -1;
 		}

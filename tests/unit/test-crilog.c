@@ -2,6 +2,7 @@
 /* CRI log writer and reader: record format, partial lines, long-line
  * splitting, rotation, and tails by lines and bytes. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include "../lib/tap.h"
 #include "buf.h"
 #include "fsutil.h"
+#include "logread.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -479,6 +481,100 @@ static void test_link(void)
 	free(foreign);
 }
 
+/* ---- a follower across a rotation under way (agent/logread.c) ---- */
+
+static void put_rec(const char *name, const char *text)
+{
+	char *p = path_of(name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	char *rec =
+	    xasprintf("2026-11-27T10:00:00.000000000Z stdout F %s\n", text);
+
+	if (fd < 0 || write(fd, rec, strlen(rec)) != (ssize_t)strlen(rec))
+		printf("# write %s: %m\n", p);
+	if (fd >= 0)
+		close(fd);
+	free(rec);
+	free(p);
+}
+
+static void mv(const char *from, const char *to)
+{
+	char *a = path_of(from), *b = path_of(to);
+
+	if (rename(a, b) < 0)
+		printf("# rename %s: %m\n", a);
+	free(a);
+	free(b);
+}
+
+static int to_text(void *ud, int stream, const char *p, size_t n)
+{
+	struct cerr e = {0};
+
+	(void)stream;
+	return buf_append(ud, p, n, &e);
+}
+
+/* The writer's last step of a rotation, a moment after the follower found
+ * path.1 missing: the current file becomes f.log.1, a new one holds "d". */
+static void *finish_rotation(void *arg)
+{
+	(void)arg;
+	nanosleep(&(struct timespec){0, 10000000}, NULL);
+	mv("f.log", "f.log.1");
+	put_rec("f.log", "d");
+	return NULL;
+}
+
+/* A follower that catches a rotation half done (path.1 renamed to path.2,
+ * the current file not yet to path.1) waits for it rather than losing the
+ * file that was path.1, and reads the file it follows next only once. */
+static void test_follow_rotation_under_way(void)
+{
+	char *p = path_of("f.log");
+	struct cerr e = {0};
+	struct logtail *t;
+	struct buf b;
+	pthread_t th;
+
+	put_rec("f.log", "a");
+	t = logtail_open(p, false, &e);
+	ok(t != NULL, "logtail_open (%s)", e.msg);
+	if (!t) {
+		free(p);
+		return;
+	}
+	buf_init(&b, 0);
+	put_rec("f.log", "a2");
+	mv("f.log", "f.log.1"); /* rotation 1: "b" in the new file */
+	put_rec("f.log", "b");
+	mv("f.log.1", "f.log.2"); /* rotation 2: "c" in the new file */
+	mv("f.log", "f.log.1");
+	put_rec("f.log", "c");
+	mv("f.log.2", "f.log.3"); /* rotation 3, under way */
+	mv("f.log.1", "f.log.2");
+	pthread_create(&th, NULL, finish_rotation, NULL);
+	for (int i = 0;
+	     i < 100 && !memmem(b.data ? b.data : "", b.len, "d\n", 2); i++) {
+		if (logtail_read(t, to_text, &b, &e) < 0) {
+			printf("# logtail_read: %s\n", e.msg);
+			break;
+		}
+		nanosleep(&(struct timespec){0, 5000000}, NULL);
+	}
+	pthread_join(th, NULL);
+	for (size_t i = 0; i < b.len; i++) /* one line for the TAP output */
+		if (b.data[i] == '\n')
+			b.data[i] = '|';
+	ok(b.len == 9 && !memcmp(b.data, "a2|b|c|d|", 9),
+	   "a follower across a rotation under way: every line once (%.*s)",
+	   (int)b.len, b.data ? b.data : "");
+	buf_free(&b);
+	logtail_free(t);
+	free(p);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -497,6 +593,7 @@ int main(void)
 	test_line_across_rotation();
 	test_reader_stream();
 	test_link();
+	test_follow_rotation_under_way();
 	{
 		struct cerr e = {0};
 		fs_rm_rf(dir, &e);
