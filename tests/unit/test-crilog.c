@@ -555,8 +555,9 @@ static void test_follow_rotation_under_way(void)
 	mv("f.log.2", "f.log.3"); /* rotation 3, under way */
 	mv("f.log.1", "f.log.2");
 	pthread_create(&th, NULL, finish_rotation, NULL);
+	/* Up to 2 s for the writer thread on a loaded machine. */
 	for (int i = 0;
-	     i < 100 && !memmem(b.data ? b.data : "", b.len, "d\n", 2); i++) {
+	     i < 400 && !memmem(b.data ? b.data : "", b.len, "d\n", 2); i++) {
 		if (logtail_read(t, to_text, &b, &e) < 0) {
 			printf("# logtail_read: %s\n", e.msg);
 			break;
