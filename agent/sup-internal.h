@@ -132,6 +132,7 @@ struct supervisor {
 	struct unit_rec *units; /* init units first, in order */
 	size_t n_units;
 	char **vol_sources;
+	char **fsgroup_seen;	/* volumes.c's: package versions walked */
 	char **warned;		/* the last spec's warnings, logged once */
 	int64_t pod_memory_cap; /* bytes for all units together; 0 none */
 	bool pod_failed;

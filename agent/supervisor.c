@@ -286,6 +286,16 @@ static int prepare_volumes(struct supervisor *s, struct cerr *e)
 	return vol_prepare(&s->spec, &d, &s->vol_sources, e);
 }
 
+/* A pod restart: nothing of it runs now, so its volumes may be walked
+ * again (fsGroupChangePolicy) before the first unit starts over. */
+static void pod_restart_volumes(struct supervisor *s)
+{
+	struct cerr e = {0};
+
+	if (vol_fsgroup_restart(&s->spec, s->vol_sources, &e) < 0)
+		log_error("volumes: %s", e.msg);
+}
+
 /* Each warning of a spec is logged once: Kip sends the same spec again on
  * every change of any part of it. */
 static void log_warnings(struct supervisor *s, const struct pod_spec *p)
@@ -378,6 +388,7 @@ static enum applied apply_one(struct supervisor *s, const struct plan_action *a)
 		drop_removed(s);
 		restart_mark(s, false);
 		podnet_release(s);
+		pod_restart_volumes(s);
 		s->pod_restarting = false;
 		s->pod_failed = false;
 		merge_records(s);
@@ -1015,6 +1026,7 @@ static void sup_free(struct supervisor *s)
 	unit_views_free(s->views, s->n_views);
 	free(s->pod_ip_text);
 	strv_free(s->vol_sources);
+	strv_free(s->fsgroup_seen);
 	strv_free(s->warned);
 	strv_free(s->insecure);
 	podnet_free(&s->net);

@@ -24,7 +24,6 @@
 #include "podrun.h"
 #include "imagecache.h"
 #include "podsec.h"
-#include "fsgroup.h"
 #include "pullproc.h"
 #include "runtime.h"
 #include "seccomp-policy.h"
@@ -253,7 +252,8 @@ static char *termination_file(const char *run, struct cerr *e)
 	return p;
 }
 
-static void add_bind(struct run_config *rc, char *src, const char *dst, bool ro)
+static void add_bind(struct run_config *rc, char *src, char *sub,
+		     const char *dst, bool ro)
 {
 	struct run_mount *m;
 
@@ -261,35 +261,10 @@ static void add_bind(struct run_config *rc, char *src, const char *dst, bool ro)
 	m = &rc->mounts[rc->n_mounts++];
 	memset(m, 0, sizeof(*m));
 	m->source = src;
+	m->sub_path = sub;
 	m->target = xstrdup(dst);
 	m->type = xstrdup("bind");
 	m->flags = MS_BIND | MS_REC | (ro ? MS_RDONLY : 0);
-}
-
-/* The pod's fsGroup on each volume this unit mounts (not hostPath: the
- * kubelet leaves those alone), at every start as the kubelet does at each
- * mount; packages may have been deployed since the last. */
-static int fsgroup_volumes(const struct pod_spec *pod,
-			   const struct unit_spec *us, char *const *sources,
-			   struct cerr *e)
-{
-	if (!pod->has_fs_group || !sources)
-		return 0;
-	for (size_t i = 0; i < pod->n_volumes; i++) {
-		const struct volume *v = &pod->volumes[i];
-		bool used = false;
-
-		for (size_t k = 0; k < us->n_mounts; k++)
-			used = used || !strcmp(us->mounts[k].name, v->name);
-		if (!used || v->kind == VOL_HOST_PATH ||
-		    v->kind == VOL_UNKNOWN || !sources[i] || !*sources[i])
-			continue;
-		if (fsgroup_apply(sources[i], (gid_t)pod->fs_group,
-				  pod->fs_group_on_root_mismatch,
-				  v->kind != VOL_EMPTY_DIR, e) < 0)
-			return cerr_prefix(e, "volume %s", v->name);
-	}
-	return 0;
 }
 
 static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
@@ -306,20 +281,23 @@ static int add_mounts(struct supervisor *s, struct unit_rec *u, const char *run,
 	if (podns_shm(s, &tfile, e) < 0)
 		return -1;
 	if (tfile)
-		add_bind(rc, tfile, "/dev/shm", false);
-	if (fsgroup_volumes(&s->spec, u->spec, s->vol_sources, e) < 0 ||
+		add_bind(rc, tfile, NULL, "/dev/shm", false);
+	if (vol_fsgroup_packages(&s->spec, u->spec, s->vol_sources,
+				 &s->fsgroup_seen, e) < 0 ||
 	    vol_unit_mounts(&s->spec, u->spec, s->vol_sources, &d, &m, e) < 0)
 		return -1;
 	for (size_t i = 0; i < m.n; i++) {
-		add_bind(rc, m.v[i].source, m.v[i].target, m.v[i].read_only);
+		add_bind(rc, m.v[i].source, m.v[i].sub_path, m.v[i].target,
+			 m.v[i].read_only);
 		m.v[i].source = NULL;
+		m.v[i].sub_path = NULL;
 	}
 	vol_unit_mounts_free(&m);
 	if (tpath && tpath[0] == '/') {
 		tfile = termination_file(run, e);
 		if (!tfile)
 			return -1;
-		add_bind(rc, tfile, tpath, false);
+		add_bind(rc, tfile, NULL, tpath, false);
 	}
 	return 0;
 }

@@ -17,28 +17,44 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "fsgroup.h"
 #include "fsutil.h"
 #include "path.h"
 #include "util.h"
 
-static int prepare_empty_dir(const struct volume *v, const char *dir,
+/* The pod's fsGroup on an emptyDir, when it is set up: before any unit
+ * can write there, and once (a root that already has the group is left
+ * alone, whatever the policy: an init unit's 0700 directory must reach
+ * the next unit as it left it, as on a kubelet). */
+static int empty_dir_fsgroup(const struct pod_spec *pod, const char *dir,
 			     struct cerr *e)
+{
+	if (!pod->has_fs_group)
+		return 0;
+	return fsgroup_apply(dir, (gid_t)pod->fs_group, true, false, e);
+}
+
+static int prepare_empty_dir(const struct pod_spec *pod, const struct volume *v,
+			     const char *dir, struct cerr *e)
 {
 	cleanup_free char *opts = NULL;
 
-	if (fs_mkdir_p(dir, 0777, e) < 0)
-		return -1;
-	/* emptyDir is world-writable, as the kubelet makes it. */
-	if (chmod(dir, 0777) < 0)
-		return cerr_sys(e, "chmod %s", dir);
+	/* emptyDir is world-writable, as the kubelet makes it (once: the
+	 * mode is fsGroup's, or the pod's, afterwards). */
+	if (mkdir(dir, 0777) == 0) {
+		if (chmod(dir, 0777) < 0)
+			return cerr_sys(e, "chmod %s", dir);
+	} else if (errno != EEXIST) {
+		return cerr_sys(e, "mkdir %s", dir);
+	}
 	if (!v->memory || fs_is_mountpoint(dir))
-		return 0;
+		return empty_dir_fsgroup(pod, dir, e);
 	opts = v->size_limit > 0
 		   ? xasprintf("mode=0777,size=%lld", (long long)v->size_limit)
 		   : xstrdup("mode=0777");
 	if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return cerr_sys(e, "mount tmpfs for emptyDir %s", v->name);
-	return 0;
+	return empty_dir_fsgroup(pod, dir, e);
 }
 
 /* The kubelet's names of file types (hostutil's GetFileType), NULL for
@@ -128,15 +144,15 @@ static int host_path_check(const char *path, const char *type, struct cerr *e)
 }
 
 /* Where a volume's contents are on the host; created when needed. */
-static char *volume_source(const struct volume *v, const struct vol_dirs *d,
-			   struct cerr *e)
+static char *volume_source(const struct pod_spec *pod, const struct volume *v,
+			   const struct vol_dirs *d, struct cerr *e)
 {
 	char *p;
 
 	switch (v->kind) {
 	case VOL_EMPTY_DIR:
 		p = xasprintf("%s/%s", d->volumes_dir, v->name);
-		if (prepare_empty_dir(v, p, e) < 0) {
+		if (prepare_empty_dir(pod, v, p, e) < 0) {
 			free(p);
 			return NULL;
 		}
@@ -187,7 +203,7 @@ int vol_prepare(const struct pod_spec *pod, const struct vol_dirs *d,
 	for (size_t i = 0; i < pod->n_volumes; i++) {
 		struct cerr ve = {0};
 
-		out[i] = volume_source(&pod->volumes[i], d, &ve);
+		out[i] = volume_source(pod, &pod->volumes[i], d, &ve);
 		if (out[i])
 			continue;
 		out[i] = xstrdup("");
@@ -201,70 +217,75 @@ int vol_prepare(const struct pod_spec *pod, const struct vol_dirs *d,
 	return rc;
 }
 
-/* source/rel resolved beneath source: the real host path, every symlink
- * already followed beneath source, for the bind mount to use. With mkdir a
- * missing rel is created as a directory (subPath, as the kubelet does);
- * without, a missing rel is ENOENT. */
-static char *beneath(const char *source, const char *rel, bool mkdir,
-		     struct cerr *e)
+/* A missing subPath is made as the kubelet's SafeMakeDir makes it: each
+ * missing directory beneath the volume, opened without following a link
+ * once made, and given the mode of the volume's root (0777 for an
+ * emptyDir, 2777 with fsGroup: so the pod's users, and its group by the
+ * setgid bit, can use it whatever the umask). Every lookup is beneath
+ * base: a racing unit can at worst move where inside the volume it lands. */
+static int make_sub_path(int base, const char *rel, mode_t perm, struct cerr *e)
 {
-	char clean[PATH_MAX_INPUT];
-	cleanup_close int root = -1, fd = -1;
-	char link[64], real[PATH_MAX];
-	const char *base;
-	ssize_t n;
+	char prefix[PATH_MAX_INPUT];
+	size_t len = strlen(rel);
 
-	if (path_clean(rel, clean, sizeof(clean), e) < 0)
-		return NULL;
-	root = open(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0) {
-		cerr_sys(e, "open %s", source);
-		return NULL;
-	}
-	if (!*clean)
-		return xstrdup(source);
-	fd = path_open_beneath(root, clean, O_PATH, 0, e);
-	if (fd < 0 && e->code == ENOENT && mkdir) {
-		cleanup_close int parent =
-		    path_open_parent(root, clean, true, &base, e);
-		if (parent < 0)
-			return NULL;
-		if (mkdirat(parent, base, 0755) < 0 && errno != EEXIST) {
-			cerr_sys(e, "mkdir subPath %s", rel);
-			return NULL;
+	for (size_t end = 0; end <= len; end++) {
+		cleanup_close int fd = -1, parent = -1, made = -1;
+		char *name;
+
+		if (rel[end] != '/' && rel[end] != '\0')
+			continue;
+		memcpy(prefix, rel, end);
+		prefix[end] = '\0';
+		fd = path_open_beneath(base, prefix, O_PATH, 0, e);
+		if (fd >= 0)
+			continue;
+		if (e->code != ENOENT)
+			return -1;
+		cerr_clear(e);
+		name = strrchr(prefix, '/');
+		if (name) {
+			*name++ = '\0';
+			parent = path_open_beneath(base, prefix, O_PATH, 0, e);
+			if (parent < 0)
+				return -1;
+		} else {
+			name = prefix;
+			parent = fcntl(base, F_DUPFD_CLOEXEC, 0);
+			if (parent < 0)
+				return cerr_sys(e, "subPath %s", rel);
 		}
-		fd = path_open_beneath(root, clean, O_PATH, 0, e);
+		if (mkdirat(parent, name, perm) < 0 && errno != EEXIST)
+			return cerr_sys(e, "mkdir subPath %s", rel);
+		made = openat(parent, name,
+			      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (made < 0 || fchmod(made, perm) < 0)
+			return cerr_sys(e, "subPath %s", rel);
 	}
-	if (fd < 0)
-		return NULL;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, real, sizeof(real) - 1);
-	if (n < 0) {
-		cerr_sys(e, "readlink %s", link);
-		return NULL;
-	}
-	real[n] = '\0';
-	return xstrdup(real);
+	return 0;
 }
 
-/* A packagePath volume's source: packagePath.path beneath the package of
- * the volume's name (the whole package when the path is empty), a file or
- * a directory. It is looked up when a unit starts, since the controller
- * may deploy the package after the pod spec. */
-static char *package_path_source(const struct volume *v, const char *pkg,
-				 struct cerr *e)
+/* A packagePath volume's path beneath the package of the volume's name
+ * (all of it when the path is empty), a file or a directory, cleaned into
+ * rel. The package is looked up when a unit starts, since the controller
+ * may deploy it after the pod spec. */
+static int package_path(const struct volume *v, int pkg, char *rel,
+			struct cerr *e)
 {
-	char *p;
+	cleanup_close int fd = -1;
 
-	if (!v->path || !*v->path)
-		return xstrdup(pkg);
-	p = beneath(pkg, v->path, false, e);
-	if (!p && e->code == ENOENT)
-		cerr_set(e, ENOENT,
-			 "packagePath %s is not in package %s (not deployed "
-			 "yet?)",
-			 v->path, v->name);
-	return p;
+	if (!v->path || !*v->path) {
+		*rel = '\0';
+		return 0;
+	}
+	if (path_clean(v->path, rel, PATH_MAX_INPUT, e) < 0)
+		return -1;
+	fd = path_open_beneath(pkg, rel, O_PATH, 0, e);
+	if (fd < 0 && e->code == ENOENT)
+		return cerr_set(e, ENOENT,
+				"packagePath %s is not in package %s (not "
+				"deployed yet?)",
+				v->path, v->name);
+	return fd < 0 ? -1 : 0;
 }
 
 static const struct volume *find_volume(const struct pod_spec *pod,
@@ -278,11 +299,12 @@ static const struct volume *find_volume(const struct pod_spec *pod,
 	return NULL;
 }
 
-static void add_mount(struct unit_mounts *m, char *source, const char *target,
-		      bool ro)
+static void add_mount(struct unit_mounts *m, char *source, char *sub,
+		      const char *target, bool ro)
 {
 	m->v = xrealloc(m->v, (m->n + 1) * sizeof(*m->v));
 	m->v[m->n].source = source;
+	m->v[m->n].sub_path = sub;
 	m->v[m->n].target = xstrdup(target);
 	m->v[m->n].read_only = ro;
 	m->n++;
@@ -315,39 +337,63 @@ static void add_dns_files(const struct unit_spec *u, const struct vol_dirs *d,
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-		char *src = xasprintf("%s/%s%s", d->packages_dir, files[i][0],
-				      files[i][1]);
+		cleanup_free char *pkg =
+		    xasprintf("%s/%s", d->packages_dir, files[i][0]);
+		cleanup_close int root =
+		    open(pkg, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct cerr e = {0};
 		struct stat st;
+		int fd;
 
-		if (!mounts_target(u, files[i][1]) && stat(src, &st) == 0 &&
-		    S_ISREG(st.st_mode))
-			add_mount(m, src, files[i][1], true);
-		else
-			free(src);
+		if (mounts_target(u, files[i][1]) || root < 0)
+			continue;
+		fd = path_open_beneath(root, files[i][1] + 1, O_PATH, 0, &e);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+			add_mount(m, steal_ptr(&pkg), xstrdup(files[i][1] + 1),
+				  files[i][1], true);
+		if (fd >= 0)
+			close(fd);
 	}
 }
 
-/* The host path a volumeMount binds: the volume's source (prepared again
- * if that failed before), packagePath.path beneath a package, then the
- * subPath beneath that. */
-static char *mount_source(const struct volume *v, const char *prepared,
-			  const struct volume_mount *vm,
-			  const struct vol_dirs *d, struct cerr *e)
+/* What a volumeMount binds: the volume's root (prepared again if that
+ * failed before) as *src, and beneath it packagePath.path then the
+ * subPath (made when missing) as *sub, NULL for the root itself. */
+static int mount_source(const struct pod_spec *pod, const struct volume *v,
+			const char *prepared, const struct volume_mount *vm,
+			const struct vol_dirs *d, char **src, char **sub,
+			struct cerr *e)
 {
-	cleanup_free char *src =
-	    prepared && *prepared ? xstrdup(prepared) : volume_source(v, d, e);
+	cleanup_free char *root = prepared && *prepared
+				      ? xstrdup(prepared)
+				      : volume_source(pod, v, d, e);
+	char rel[PATH_MAX_INPUT] = "", subp[PATH_MAX_INPUT] = "";
+	cleanup_close int rootfd = -1, base = -1;
+	struct stat st;
 
-	if (src && v->kind == VOL_PACKAGE_PATH) {
-		char *p = package_path_source(v, src, e);
-
-		free(src);
-		src = p;
+	if (!root)
+		return -1;
+	rootfd = open(root, O_PATH | O_CLOEXEC);
+	if (rootfd < 0 || fstat(rootfd, &st) < 0)
+		return cerr_sys(e, "open %s", root);
+	if (v->kind == VOL_PACKAGE_PATH && package_path(v, rootfd, rel, e) < 0)
+		return -1;
+	if (vm->sub_path && *vm->sub_path) {
+		if (path_clean(vm->sub_path, subp, sizeof(subp), e) < 0)
+			return cerr_prefix(e, "subPath");
+		base = path_open_beneath(rootfd, rel, O_PATH, 0, e);
+		if (base < 0 ||
+		    make_sub_path(base, subp, st.st_mode & 07777, e) < 0)
+			return -1;
 	}
-	if (!src)
-		return NULL;
-	if (vm->sub_path && *vm->sub_path)
-		return beneath(src, vm->sub_path, true, e);
-	return steal_ptr(&src);
+	if (*rel && *subp)
+		*sub = xasprintf("%s/%s", rel, subp);
+	else if (*rel || *subp)
+		*sub = xstrdup(*rel ? rel : subp);
+	else
+		*sub = NULL;
+	*src = steal_ptr(&root);
+	return 0;
 }
 
 int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
@@ -360,7 +406,7 @@ int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 		const struct volume_mount *vm = &u->mounts[i];
 		size_t idx = 0;
 		const struct volume *v = find_volume(pod, vm->name, &idx);
-		char *src;
+		char *src = NULL, *sub = NULL;
 
 		if (!v) {
 			vol_unit_mounts_free(out);
@@ -369,13 +415,13 @@ int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 					"volume %s",
 					u->name, vm->name);
 		}
-		src = mount_source(v, sources ? sources[idx] : NULL, vm, d, e);
-		if (!src) {
+		if (mount_source(pod, v, sources ? sources[idx] : NULL, vm, d,
+				 &src, &sub, e) < 0) {
 			vol_unit_mounts_free(out);
 			return cerr_prefix(e, "unit %s: volumeMount %s",
 					   u->name, vm->name);
 		}
-		add_mount(out, src, vm->mount_path,
+		add_mount(out, src, sub, vm->mount_path,
 			  vm->read_only || v->kind == VOL_SECRET ||
 			      v->kind == VOL_CONFIG_MAP ||
 			      v->kind == VOL_PROJECTED);
@@ -383,10 +429,103 @@ int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 	return 0;
 }
 
+/* What a package's fsGroup walk saw: its version in force (pkgswap's
+ * ..data link, a new inode at each deploy), "-" before its first. */
+static char *package_stamp(const char *name, const char *dir)
+{
+	cleanup_free char *link = xasprintf("%s/..data", dir);
+	struct stat st;
+
+	if (lstat(link, &st) < 0)
+		return xasprintf("%s@-", name);
+	return xasprintf("%s@%llu.%lld", name, (unsigned long long)st.st_ino,
+			 (long long)st.st_ctime);
+}
+
+static bool seen_has(char *const *seen, const char *stamp)
+{
+	for (size_t i = 0; seen && seen[i]; i++)
+		if (!strcmp(seen[i], stamp))
+			return true;
+	return false;
+}
+
+/* Each stamp of name replaced by stamp. */
+static void seen_set(char ***seen, const char *name, char *stamp)
+{
+	size_t n = strlen(name), k = 0, len = strv_len(*seen);
+	char **v = xcalloc(len + 2, sizeof(char *));
+
+	for (size_t i = 0; i < len; i++) {
+		char *s = (*seen)[i];
+
+		if (!strncmp(s, name, n) && s[n] == '@')
+			free(s);
+		else
+			v[k++] = s;
+	}
+	v[k] = stamp;
+	free(*seen);
+	*seen = v;
+}
+
+static bool unit_uses(const struct unit_spec *u, const char *volume)
+{
+	for (size_t k = 0; k < u->n_mounts; k++)
+		if (!strcmp(u->mounts[k].name, volume))
+			return true;
+	return false;
+}
+
+int vol_fsgroup_packages(const struct pod_spec *pod, const struct unit_spec *u,
+			 char *const *sources, char ***seen, struct cerr *e)
+{
+	if (!pod->has_fs_group || !sources)
+		return 0;
+	for (size_t i = 0; i < pod->n_volumes; i++) {
+		const struct volume *v = &pod->volumes[i];
+		char *stamp;
+
+		if (v->kind == VOL_EMPTY_DIR || v->kind == VOL_HOST_PATH ||
+		    v->kind == VOL_UNKNOWN || !sources[i] || !*sources[i] ||
+		    !unit_uses(u, v->name))
+			continue;
+		stamp = package_stamp(v->name, sources[i]);
+		if (seen_has(*seen, stamp)) {
+			free(stamp);
+			continue;
+		}
+		if (fsgroup_apply(sources[i], (gid_t)pod->fs_group,
+				  pod->fs_group_on_root_mismatch, true,
+				  e) < 0) {
+			free(stamp);
+			return cerr_prefix(e, "volume %s", v->name);
+		}
+		seen_set(seen, v->name, stamp);
+	}
+	return 0;
+}
+
+int vol_fsgroup_restart(const struct pod_spec *pod, char *const *sources,
+			struct cerr *e)
+{
+	if (!pod->has_fs_group || !sources)
+		return 0;
+	for (size_t i = 0; i < pod->n_volumes; i++)
+		if (pod->volumes[i].kind == VOL_EMPTY_DIR && sources[i] &&
+		    *sources[i] &&
+		    fsgroup_apply(sources[i], (gid_t)pod->fs_group,
+				  pod->fs_group_on_root_mismatch, false, e) < 0)
+			return cerr_prefix(e, "volume %s",
+					   pod->volumes[i].name);
+	return 0;
+}
+
 void vol_unit_mounts_free(struct unit_mounts *m)
 {
 	for (size_t i = 0; i < m->n; i++) {
 		free(m->v[i].source);
+		free(m->v[i].sub_path);
 		free(m->v[i].target);
 	}
 	free(m->v);

@@ -15,8 +15,11 @@ struct vol_dirs {
 };
 
 struct unit_mount {
-	char *source; /* host path */
-	char *target; /* path inside the container */
+	char *source;	/* host path: a volume's root, a package, a file */
+	char *sub_path; /* NULL, or clean and relative: the monitor resolves
+			 * it beneath source at the mount (a unit may change
+			 * what it names at any time) */
+	char *target;	/* path inside the container */
 	bool read_only;
 };
 
@@ -33,13 +36,29 @@ int vol_prepare(const struct pod_spec *pod, const struct vol_dirs *d,
 		char ***sources, struct cerr *e);
 /* The bind mounts of unit u: /etc/hosts and /etc/resolv.conf from the
  * controller's packages unless the unit mounts those paths itself, then
- * each volumeMount (a packagePath volume's path resolved beneath its
- * package, a file or a directory, and ENOENT when missing; subPath resolved
- * beneath the volume; configMap, secret and projected volumes read-only). */
+ * each volumeMount (a packagePath volume's path beneath its package, a
+ * file or a directory, and ENOENT when missing; a missing subPath made
+ * beneath the volume as the kubelet makes it; configMap, secret and
+ * projected volumes read-only). Nothing is resolved to a host path: each
+ * mount is a root the agent owns plus a sub_path for the monitor. */
 int vol_unit_mounts(const struct pod_spec *pod, const struct unit_spec *u,
 		    char *const *sources, const struct vol_dirs *d,
 		    struct unit_mounts *out, struct cerr *e);
 void vol_unit_mounts_free(struct unit_mounts *m);
+/* fsGroup is applied when a volume is set up, never at a unit's start
+ * (the kubelet's SetVolumeOwnership at SetUp): an emptyDir in vol_prepare,
+ * when it is made (its root does not have the group yet); a package volume
+ * (configMap, secret, projected, packagePath: read-only for the pod, or
+ * the controller's) here, before the first unit that mounts it starts
+ * after each deploy of it. *seen (the caller's, a vector) remembers the
+ * version each walk saw. Not hostPath, as the kubelet. */
+int vol_fsgroup_packages(const struct pod_spec *pod, const struct unit_spec *u,
+			 char *const *sources, char ***seen, struct cerr *e);
+/* A pod restart (every unit stopped, starting over): each emptyDir walked
+ * again, with fsGroupChangePolicy (Always: all of it; OnRootMismatch:
+ * only when its root lost the group). */
+int vol_fsgroup_restart(const struct pod_spec *pod, char *const *sources,
+			struct cerr *e);
 /* The image's VOLUME directories (config.Volumes), made in the unit's
  * rootfs as Itzo makes them: a missing one is created (its missing
  * parents 0755 root-owned) and given to the unit's uid and gid; one the

@@ -208,7 +208,7 @@ int ctr_plan_mounts(const struct run_config *c, struct mount_op **ops,
 		    .target = m->target,
 		    .fstype = bind ? NULL : m->type,
 		    .flags = m->flags,
-		    .data = m->data,
+		    .data = bind ? m->sub_path : m->data,
 		};
 	}
 	/* Masks last, so that no mount of the unit can uncover them
@@ -254,19 +254,15 @@ static unsigned long kept_flags(int fd)
 	return f;
 }
 
-/* Apply MS_RDONLY/NOSUID/NODEV/NOEXEC to the bind mount now on target. A
- * fresh lookup is needed: the fd used to mount still points below it. */
-static int remount_bind(int rootfd, const char *target, unsigned long flags,
-			struct cerr *e)
+/* Apply MS_RDONLY/NOSUID/NODEV/NOEXEC to the bind mount whose root fd
+ * holds (opened after the mount: the fd used to mount points below it). */
+static int remount_fd(int fd, const char *target, unsigned long flags,
+		      struct cerr *e)
 {
-	cleanup_close int fd =
-	    ctr_open_in_root(rootfd, target, O_PATH, false, e);
 	unsigned long want =
 	    flags & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
 	char p[32];
 
-	if (fd < 0)
-		return -1;
 	if (flags & MS_REC) {
 		/* Read-only all the way down where the kernel can (5.12+). */
 		struct cell_mount_attr a = {.attr_set =
@@ -284,6 +280,18 @@ static int remount_bind(int rootfd, const char *target, unsigned long flags,
 		  MS_BIND | MS_REMOUNT | want | kept_flags(fd), NULL) < 0)
 		return cerr_sys(e, "remount %s", target);
 	return 0;
+}
+
+/* The same on a fresh lookup of target. */
+static int remount_bind(int rootfd, const char *target, unsigned long flags,
+			struct cerr *e)
+{
+	cleanup_close int fd =
+	    ctr_open_in_root(rootfd, target, O_PATH, false, e);
+
+	if (fd < 0)
+		return -1;
+	return remount_fd(fd, target, flags, e);
 }
 
 static int op_mount(int rootfd, const struct mount_op *op, struct cerr *e)
@@ -306,22 +314,76 @@ static int op_mount(int rootfd, const struct mount_op *op, struct cerr *e)
 	return cerr_sys(e, "mount %s", op->target);
 }
 
-static int op_bind(int rootfd, const struct mount_op *op, struct cerr *e)
+/* What a bind mounts, as a descriptor: source (a host path the agent
+ * chose: a volume's root, a package, a file of its own), then sub_path
+ * beneath it. A subPath lies in a volume that a unit can write while this
+ * runs, so it is resolved here, at the mount, and never handed on as a
+ * name: a link on the way may not leave the volume (EXDEV), and what is
+ * mounted is the object this lookup found. */
+static int open_bind_source(const struct mount_op *op, struct cerr *e)
 {
+	cleanup_close int root = -1;
+	int fd;
+
+	root =
+	    open(op->source, O_PATH | O_CLOEXEC | (op->data ? O_DIRECTORY : 0));
+	if (root < 0)
+		return cerr_sys(e, "bind %s", op->source);
+	if (!op->data)
+		return steal_fd(&root);
+	fd = path_open_beneath(root, op->data, O_PATH, 0, e);
+	if (fd < 0)
+		return cerr_prefix(e, "bind %s subPath %s", op->source,
+				   op->data);
+	return fd;
+}
+
+/* After the mount, target (looked up again) must be the object that was
+ * opened: a target or source swapped under us (a racing unit) fails the
+ * start rather than leave something else mounted. Returns the mounted
+ * root's fd, for the remount. */
+static int check_mounted(int rootfd, const struct mount_op *op,
+			 const struct stat *src, struct cerr *e)
+{
+	cleanup_close int fd =
+	    ctr_open_in_root(rootfd, op->target, O_PATH, false, e);
 	struct stat st;
-	cleanup_close int fd = -1;
 	char p[32];
 
-	if (stat(op->source, &st) < 0)
+	if (fd < 0)
+		return cerr_prefix(e, "bind %s", op->target);
+	if (fstat(fd, &st) < 0)
+		return cerr_sys(e, "bind %s: stat", op->target);
+	if (st.st_dev == src->st_dev && st.st_ino == src->st_ino)
+		return steal_fd(&fd);
+	umount2(fdpath(fd, p), MNT_DETACH);
+	return cerr_set(e, EXDEV,
+			"bind %s on %s: the mounted object is not the one "
+			"opened (changed during the mount)",
+			op->source, op->target);
+}
+
+static int op_bind(int rootfd, const struct mount_op *op, struct cerr *e)
+{
+	struct stat src;
+	cleanup_close int sfd = open_bind_source(op, e), fd = -1, mfd = -1;
+	char s[32], p[32];
+
+	if (sfd < 0)
+		return -1;
+	if (fstat(sfd, &src) < 0)
 		return cerr_sys(e, "bind %s", op->source);
-	fd = ensure_target(rootfd, op->target, S_ISDIR(st.st_mode), e);
+	fd = ensure_target(rootfd, op->target, S_ISDIR(src.st_mode), e);
 	if (fd < 0)
 		return cerr_prefix(e, "bind %s", op->source);
-	if (mount(op->source, fdpath(fd, p), NULL,
+	if (mount(fdpath(sfd, s), fdpath(fd, p), NULL,
 		  MS_BIND | (op->flags & MS_REC), NULL) < 0)
 		return cerr_sys(e, "bind %s on %s", op->source, op->target);
+	mfd = check_mounted(rootfd, op, &src, e);
+	if (mfd < 0)
+		return -1;
 	if (op->flags & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC))
-		return remount_bind(rootfd, op->target, op->flags, e);
+		return remount_fd(mfd, op->target, op->flags, e);
 	return 0;
 }
 

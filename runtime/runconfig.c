@@ -188,6 +188,19 @@ static int parse_mount_opts(const json_t *m, unsigned long *flags,
 	return 0;
 }
 
+/* A subPath is relative and clean: path_clean would leave it as it is. */
+static int check_sub_path(const char *sub, struct cerr *e)
+{
+	char clean[PATH_MAX_INPUT];
+
+	if (path_clean(sub, clean, sizeof(clean), e) < 0)
+		return cerr_prefix(e, "subPath");
+	if (!*sub || strcmp(clean, sub))
+		return cerr_set(e, EINVAL,
+				"subPath: not a clean relative path");
+	return 0;
+}
+
 static int parse_mount(const json_t *m, struct run_mount *rm, struct cerr *e)
 {
 	if (!json_is_object(m))
@@ -198,6 +211,7 @@ static int parse_mount(const json_t *m, struct run_mount *rm, struct cerr *e)
 	    jget_str(m, "", "type", STR_MAX, &rm->type, e) < 0 ||
 	    need(rm->type, "type", e) < 0 ||
 	    jget_str(m, "", "data", STR_MAX, &rm->data, e) < 0 ||
+	    jget_str(m, "", "subPath", STR_MAX, &rm->sub_path, e) < 0 ||
 	    parse_mount_opts(m, &rm->flags, e) < 0 ||
 	    check_abs_path("target", rm->target, e) < 0)
 		return -1;
@@ -208,8 +222,12 @@ static int parse_mount(const json_t *m, struct run_mount *rm, struct cerr *e)
 	if (!strcmp(rm->type, "bind")) {
 		if (need(rm->source, "source", e) < 0)
 			return -1;
+		if (rm->sub_path && check_sub_path(rm->sub_path, e) < 0)
+			return -1;
 		return check_abs_path("source", rm->source, e);
 	}
+	if (rm->sub_path)
+		return cerr_set(e, EINVAL, "subPath: on a %s mount", rm->type);
 	if (rm->flags & MS_REC)
 		return cerr_set(e, EINVAL, "options: rbind on a %s mount",
 				rm->type);
@@ -480,6 +498,7 @@ void runconfig_free(struct run_config *c)
 	for (size_t i = 0; i < c->n_mounts; i++) {
 		free(c->mounts[i].source);
 		free(c->mounts[i].target);
+		free(c->mounts[i].sub_path);
 		free(c->mounts[i].type);
 		free(c->mounts[i].data);
 	}
@@ -514,6 +533,7 @@ static json_t *mount_to_json(const struct run_mount *m)
 	json_t *o = json_object(), *opts = json_array();
 
 	set_str(o, "source", m->source);
+	set_str(o, "subPath", m->sub_path);
 	set_str(o, "target", m->target);
 	set_str(o, "type", m->type);
 	for (size_t k = 0; k < ARRAY_SIZE(mount_opts); k++)

@@ -48,7 +48,13 @@
 /* Mount flags in run.json's "options" ("ro", "nosuid", "nodev", "noexec",
  * "rbind") map onto these MS_* bits. */
 struct run_mount {
-	char *source;	     /* host path for "bind"; a name for others */
+	char *source; /* host path for "bind"; a name for others */
+	/* "bind" only, or NULL: a clean relative path that the monitor
+	 * resolves beneath source by descriptor (PATH_BENEATH: no link may
+	 * leave it) and mounts by that descriptor. A subPath lives in a
+	 * volume a unit can write: only the monitor's own lookup, at the
+	 * mount, can be trusted (CVE-2017-1002101, CVE-2021-25741). */
+	char *sub_path;
 	char *target;	     /* absolute path inside the container */
 	char *type;	     /* "bind", "tmpfs", "proc", "mqueue", … */
 	unsigned long flags; /* MS_RDONLY MS_NOSUID MS_NODEV MS_NOEXEC MS_REC */
@@ -470,6 +476,8 @@ struct mount_op {
 	const char *target; /* absolute, inside the container */
 	const char *fstype;
 	unsigned long flags;
+	/* MOP_MOUNT: filesystem options; MOP_BIND: the run_mount's
+	 * sub_path, resolved beneath source at the mount, or NULL. */
 	const char *data;
 	unsigned dev_major, dev_minor; /* MOP_MKNOD */
 	bool optional;		       /* skip when the target is missing */

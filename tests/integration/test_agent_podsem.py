@@ -204,6 +204,56 @@ def test_fs_group_owns_volumes_with_setgid(cell, image, policy):
     assert out == "2000 drwxrwsrwx\n2000\nend\n", out
 
 
+@pytest.mark.parametrize("fs_group", [None, 2000])
+def test_sub_path_dirs_usable_by_a_non_root_unit(cell, image, fs_group):
+    """Bitnami's layout (issue 31): one emptyDir mounted several times by
+    subPath into a uid-1001 unit. The kubelet makes a missing subPath with
+    the volume root's mode (0777; 2777 and the group with fsGroup), so the
+    unit can write it; 0755 root:root made nginx die on mkdir()."""
+    a, c = cell()
+    psc = {"namespaceOptions": None, "supplementalGroups": [], "sysctls": [],
+           "runAsUser": 1001}
+    if fs_group:
+        psc["fsGroup"] = fs_group
+    script = ("mkdir /var/lib/nginx/body/x && echo made; "
+              "stat -c '%a %g' /var/lib/nginx/body /opt/conf; "
+              "touch /opt/conf/f && echo wrote; echo end")
+    u = sh(image, "u", script, volumeMounts=[
+        {"name": "empty", "mountPath": "/var/lib/nginx/body", "subPath": "body"},
+        {"name": "empty", "mountPath": "/opt/conf", "subPath": "app-conf/nginx"}])
+    out = run_once(c, u, volumes=[{"name": "empty", "emptyDir": {}}], securityContext=psc)
+    mode = f"2777 {fs_group}" if fs_group else "777 0"
+    assert out == f"made\n{mode}\n{mode}\nwrote\nend\n", out
+
+
+def test_fs_group_once_leaves_an_init_units_0700(cell, image):
+    """PostgreSQL's initdb in an init unit leaves PGDATA 0700; the main
+    unit must find it so (the kubelet applies fsGroup when it sets the
+    volume up, not at every container start). Before: 2770, and
+    postgres refused to start."""
+    a, c = cell()
+    psc = {"namespaceOptions": None, "supplementalGroups": [], "sysctls": [],
+           "fsGroup": 2000}
+    mounts = [{"name": "data", "mountPath": "/bitnami/postgresql"}]
+    init = sh(image, "init", "mkdir -p /bitnami/postgresql/data && "
+              "chmod 0700 /bitnami/postgresql/data && chown 1001:1001 /bitnami/postgresql/data",
+              volumeMounts=mounts)
+    main = sh(image, "main", "stat -c '%a %u %g' /bitnami/postgresql/data "
+              "/bitnami/postgresql; echo end", volumeMounts=mounts)
+    _runs[0] += 1
+    name = f"main{_runs[0]}"
+    c.update_pod(pod_params("ns_pod", units=[{**main, "name": name}], init_units=[init],
+                            restart_policy="Never", securityContext=psc,
+                            volumes=[{"name": "data", "emptyDir": {}}]))
+    wait_state(c, name, "terminated", timeout=60)
+    deadline = time.monotonic() + 10
+    out = c.logs(name).decode()
+    while not out.endswith("end\n") and time.monotonic() < deadline:
+        time.sleep(0.1)
+        out = c.logs(name).decode()
+    assert out == "700 1001 1001\n2777 0 2000\nend\n", out
+
+
 # ---- activeDeadlineSeconds ----
 
 def test_active_deadline_fails_the_pod(cell, image):

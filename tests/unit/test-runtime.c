@@ -30,7 +30,8 @@ static const char full_json[] =
     "\"ambientCapabilities\":[\"net_bind_service\"],"
     "\"noNewPrivileges\":true,\"hostname\":\"web-0\","
     "\"namespaces\":{\"network\":\"/run/netns/pod\",\"pid\":null},"
-    "\"mounts\":[{\"source\":\"/var/lib/cell/vol/data\",\"target\":"
+    "\"mounts\":[{\"source\":\"/var/lib/cell/vol/data\",\"subPath\":"
+    "\"pg/data\",\"target\":"
     "\"/data\",\"type\":\"bind\",\"options\":[\"rbind\",\"ro\"]},"
     "{\"target\":\"/scratch\",\"type\":\"tmpfs\",\"options\":[\"nosuid\","
     "\"nodev\"],\"data\":\"size=64m\"}],"
@@ -69,6 +70,7 @@ static void test_parse_full(void)
 	       c.mounts[1].flags == (MS_NOSUID | MS_NODEV),
 	   "mount options");
 	is_str(c.mounts[1].data, "size=64m", "mount data");
+	is_str(c.mounts[0].sub_path, "pg/data", "a bind's subPath");
 	ok(c.memory_limit == 134217728 && c.cpu_quota == 250 &&
 	       c.pids_limit == 64,
 	   "limits");
@@ -139,6 +141,18 @@ static void test_parse_errors(void)
 		     "\"mounts\":[{\"source\":\"/a\",\"target\":"
 		     "\"/x/../../etc\",\"type\":\"bind\"}]," BASE_TAIL,
 		     "'..'");
+	expect_error(BASE_HEAD
+		     "\"mounts\":[{\"source\":\"/a\",\"subPath\":\"b/../../c\","
+		     "\"target\":\"/x\",\"type\":\"bind\"}]," BASE_TAIL,
+		     "subPath");
+	expect_error(BASE_HEAD
+		     "\"mounts\":[{\"source\":\"/a\",\"subPath\":\"/etc\","
+		     "\"target\":\"/x\",\"type\":\"bind\"}]," BASE_TAIL,
+		     "not a clean relative path");
+	expect_error(BASE_HEAD
+		     "\"mounts\":[{\"subPath\":\"a\",\"target\":\"/x\","
+		     "\"type\":\"tmpfs\"}]," BASE_TAIL,
+		     "subPath: on a tmpfs mount");
 	expect_error(BASE_HEAD "\"cgroup\":{\"path\":\"/abs\"},"
 			       "\"log\":{\"path\":\"/l\"}}",
 		     "not a clean relative path");

@@ -4,6 +4,7 @@
 /* The fixtures build spec structs from string literals. */
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "../lib/tap.h"
+#include "fsgroup.h"
 #include "fsutil.h"
 #include "util.h"
 #include "volumes.h"
@@ -68,13 +70,17 @@ static void package_path_cases(const char *top, const struct vol_dirs *d)
 	 * unit's three mounts. */
 	ok(m.n == 4 && n_rc == 1, "/etc/resolv.conf bound once (%zu, %zu)", m.n,
 	   n_rc);
-	ok(m.n == 4 && !strcmp(m.v[1].source, rc) &&
-	       stat(m.v[1].source, &st) == 0 && S_ISREG(st.st_mode),
+	/* Never a resolved host path: the package, and the path beneath it
+	 * for the monitor to resolve at the mount. */
+	ok(m.n == 4 && str_has_suffix(m.v[1].source, "/packages/resolvconf") &&
+	       m.v[1].sub_path && !strcmp(m.v[1].sub_path, "etc/resolv.conf") &&
+	       stat(rc, &st) == 0 && S_ISREG(st.st_mode),
 	   "file source: path beneath the package (%s)",
 	   m.n == 4 ? m.v[1].source : "");
-	ok(m.n == 4 && !strcmp(m.v[2].source, tree),
+	ok(m.n == 4 && str_has_suffix(m.v[2].source, "/packages/tree") &&
+	       m.v[2].sub_path && !strcmp(m.v[2].sub_path, "data/sub"),
 	   "directory source, then subPath beneath it (%s)",
-	   m.n == 4 ? m.v[2].source : "");
+	   m.n == 4 ? m.v[2].sub_path : "");
 	ok(m.n == 4 && str_has_suffix(m.v[3].source, "/packages/whole"),
 	   "empty path: the whole package");
 	vol_unit_mounts_free(&m);
@@ -183,6 +189,98 @@ static void host_path_types(const char *top)
 	free(newf);
 }
 
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 ? st.st_mode & 07777 : (mode_t)-1;
+}
+
+static gid_t gid_of(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 ? st.st_gid : (gid_t)-1;
+}
+
+/* The fsGroup walk: the group and bits below a root, links never
+ * followed (a link to a file outside is left as it is, and so is that
+ * file), OnRootMismatch, and once per volume set-up. */
+static void fsgroup_cases(const char *top)
+{
+	char *root = path_in(top, "fsg"), *sub = path_in(top, "fsg/d");
+	char *file = path_in(top, "fsg/d/f"), *outside = path_in(top, "secret");
+	char *link = path_in(top, "fsg/d/l");
+	struct cerr e = {0};
+	int fd;
+
+	fs_mkdir_p(sub, 0700, &e);
+	chmod(root, 0755);
+	chmod(sub, 0700);
+	fd = open(file, O_CREAT | O_WRONLY, 0600);
+	close(fd);
+	fd = open(outside, O_CREAT | O_WRONLY, 0600);
+	close(fd);
+	ok(symlink(outside, link) == 0, "a link to a file outside");
+	ok(fsgroup_apply(root, 2000, false, false, &e) == 0, "walk (%s)",
+	   e.msg);
+	ok(gid_of(root) == 2000 && mode_of(root) == 02775, "root %o",
+	   mode_of(root));
+	ok(gid_of(sub) == 2000 && mode_of(sub) == 02770, "directory %o",
+	   mode_of(sub));
+	ok(gid_of(file) == 2000 && mode_of(file) == 0660, "file %o",
+	   mode_of(file));
+	ok(gid_of(outside) != 2000 && mode_of(outside) == 0600,
+	   "the link's target untouched (%o)", mode_of(outside));
+	chmod(sub, 0700);
+	ok(fsgroup_apply(root, 2000, true, false, &e) == 0 &&
+	       mode_of(sub) == 0700,
+	   "OnRootMismatch: a right root leaves the tree alone");
+	ok(fsgroup_apply(root, 3000, true, true, &e) == 0 &&
+	       gid_of(sub) == 3000 && mode_of(sub) == 02750 &&
+	       mode_of(file) == 0660,
+	   "a wrong root walks again; read-only bits (%o)", mode_of(sub));
+	free(root);
+	free(sub);
+	free(file);
+	free(outside);
+	free(link);
+}
+
+/* An emptyDir gets the pod's fsGroup when it is made, and never again:
+ * what a unit left there (an initdb's 0700) stays so. */
+static void fsgroup_once(const char *top)
+{
+	char *vols = path_in(top, "fsg-volumes");
+	struct vol_dirs d = {.volumes_dir = vols, .packages_dir = vols};
+	struct volume v[] = {{.name = "data", .kind = VOL_EMPTY_DIR}};
+	struct pod_spec pod = {.volumes = v,
+			       .n_volumes = 1,
+			       .has_fs_group = true,
+			       .fs_group = 2000};
+	struct cerr e = {0};
+	char **src = NULL, *pg = NULL;
+
+	ok(vol_prepare(&pod, &d, &src, &e) == 0, "prepare (%s)", e.msg);
+	ok(gid_of(src[0]) == 2000 && mode_of(src[0]) == 02777,
+	   "a new emptyDir is the group's, 2777 (%o)", mode_of(src[0]));
+	pg = path_in(src[0], "pgdata");
+	mkdir(pg, 0700);
+	chmod(pg, 0700);
+	ok(chown(pg, 999, 999) == 0, "a unit's directory, 0700");
+	strv_free(src);
+	ok(vol_prepare(&pod, &d, &src, &e) == 0 && mode_of(pg) == 0700 &&
+	       gid_of(pg) == 999,
+	   "the same spec again: the unit's 0700 directory unchanged (%o)",
+	   mode_of(pg));
+	ok(vol_fsgroup_restart(&pod, src, &e) == 0 && mode_of(pg) == 02770 &&
+	       gid_of(pg) == 2000,
+	   "a pod restart with policy Always walks again (%o)", mode_of(pg));
+	strv_free(src);
+	free(pg);
+	free(vols);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/volumes-XXXXXX";
@@ -234,7 +332,8 @@ int main(void)
 	   "/etc/hosts from the etchosts package");
 	ok(m.n == 4 && !strcmp(m.v[1].target, "/data") && !m.v[1].read_only,
 	   "emptyDir mount writable");
-	ok(m.n == 4 && str_has_suffix(m.v[2].source, "/packages/cfg/sub") &&
+	ok(m.n == 4 && str_has_suffix(m.v[2].source, "/packages/cfg") &&
+	       m.v[2].sub_path && !strcmp(m.v[2].sub_path, "sub") &&
 	       m.v[2].read_only,
 	   "configMap subPath, read-only (%s)", m.n == 4 ? m.v[2].source : "");
 	ok(m.n == 4 && m.v[3].read_only, "readOnly honoured");
@@ -257,6 +356,28 @@ int main(void)
 	       access(cfg, F_OK) == 0,
 	   "missing subPath created inside the volume");
 	vol_unit_mounts_free(&m);
+	/* The kubelet's SafeMakeDir: each made directory gets the volume
+	 * root's mode, the umask notwithstanding (0777 for an emptyDir). */
+	vm[0].sub_path = "a/b";
+	{
+		mode_t old = umask(022);
+		char *ab = path_in(src[0], "a/b");
+		char *a = path_in(src[0], "a");
+		struct stat sa, sb;
+
+		ok(vol_unit_mounts(&pod, &u, src, &d, &m, &e) == 0 &&
+		       stat(a, &sa) == 0 && stat(ab, &sb) == 0 &&
+		       (sa.st_mode & 07777) == 0777 &&
+		       (sb.st_mode & 07777) == 0777,
+		   "subPath directories made with the emptyDir's mode 0777 "
+		   "(%o %o)",
+		   sa.st_mode & 07777, sb.st_mode & 07777);
+		umask(old);
+		free(a);
+		free(ab);
+		vol_unit_mounts_free(&m);
+	}
+	vm[0].sub_path = NULL;
 	vm[0].name = "nope";
 	ok(vol_unit_mounts(&pod, &u, src, &d, &m, &e) < 0 && e.code == ENOENT,
 	   "unknown volume refused (%s)", e.msg);
@@ -276,6 +397,8 @@ int main(void)
 	v[3].path = top;
 	package_path_cases(top, &d);
 	host_path_types(top);
+	fsgroup_cases(top);
+	fsgroup_once(top);
 
 	umount2(src[1], MNT_DETACH);
 	strv_free(src);
