@@ -43,14 +43,14 @@ char *fmt_mem(int64_t bytes);
  * contents, resolvconf, etchosts) for a converted pod. */
 int pod_hostname(const json_t *pod, const struct convert_opts *o, char **out,
 		 struct cerr *e);
-/* podfiles.c: the object of that kind and metadata.name in objects (the
+/* kdoc.c: the object of that kind and metadata.name in objects (the
  * ConfigMaps and Secrets a pod refers to), or NULL. */
 const json_t *k8s_find_object(const json_t *objects, const char *kind,
 			      const char *name);
 /* env.c: the virtual-kubelet's environment resolution (in place). */
 int pod_env_resolve(json_t *pod, const json_t *objects,
 		    const struct convert_opts *o, struct cerr *e);
-/* env.c: a fieldRef's value (metadata.*, spec.*, status.podIP). */
+/* downward.c: a fieldRef's value (metadata.*, spec.*, status.podIP). */
 int pod_field_ref(const json_t *pod, const json_t *fr,
 		  const struct convert_opts *o, char **out, struct cerr *e);
 /* downward.c: a resourceFieldRef's value (container: the default when it

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The downward API's values that the controller side resolves (an
- * extension: Kip leaves resourceFieldRef empty and downwardAPI volumes
- * out): a container's resources with a divisor, and the files of a
+/* The downward API's values that the controller side resolves: a
+ * fieldRef (metadata.*, spec.*, status.podIP, as the virtual-kubelet), and
+ * (an extension: Kip leaves resourceFieldRef empty and downwardAPI volumes
+ * out) a container's resources with a divisor, and the files of a
  * downwardAPI volume or projected source, rendered like the kubelet's
  * (pkg/fieldpath FormatMap, ExtractResourceValueByContainerName). */
 #include <errno.h>
@@ -147,4 +148,53 @@ char *downward_format_map(const json_t *m)
 	free(keys);
 	buf_append(&b, "", 0, &e);
 	return b.data ? buf_steal(&b, NULL) : xstrdup("");
+}
+
+/* metadata.labels['k'] and metadata.annotations['k'] */
+static const char *meta_map_field(const json_t *meta, const char *path)
+{
+	const char *map = str_has_prefix(path, "metadata.labels[") ? "labels"
+			  : str_has_prefix(path, "metadata.annotations[")
+			      ? "annotations"
+			      : NULL;
+	const char *open = strchr(path, '[');
+	size_t n = strlen(path);
+
+	if (!map || n < 4 || path[n - 1] != ']' ||
+	    (open[1] != '\'' && open[1] != '"') || path[n - 2] != open[1])
+		return NULL;
+	cleanup_free char *key = xstrndup(open + 2, n - (open + 2 - path) - 2);
+	return js(json_object_get(meta, map), key);
+}
+
+int pod_field_ref(const json_t *pod, const json_t *fr,
+		  const struct convert_opts *o, char **out, struct cerr *e)
+{
+	const json_t *meta = json_object_get(pod, "metadata");
+	const json_t *spec = json_object_get(pod, "spec");
+	const char *p = js(fr, "fieldPath"), *v = NULL;
+
+	if (!strcmp(p, "metadata.name") || !strcmp(p, "metadata.namespace") ||
+	    !strcmp(p, "metadata.uid"))
+		v = js(meta, p + 9);
+	else if (!strcmp(p, "spec.nodeName"))
+		v = o->node_name ? o->node_name : "";
+	else if (!strcmp(p, "spec.serviceAccountName"))
+		/* The API server's admission sets "default" (an extension:
+		 * Kip passes on what the pod it got says). */
+		v = *js(spec, "serviceAccountName") || o->kip
+			? js(spec, "serviceAccountName")
+			: "default";
+	else if (!strcmp(p, "status.podIP"))
+		/* Not known yet when the virtual-kubelet resolves; cellctl
+		 * knows it from --pod-ip (an extension). */
+		v = o->kip || !o->pod_ip ? "" : o->pod_ip;
+	else if (!strcmp(p, "status.hostIP"))
+		v = "";
+	else
+		v = meta_map_field(meta, p);
+	if (!v)
+		return cerr_set(e, EINVAL, "fieldRef %s is not supported", p);
+	*out = xstrdup(v);
+	return 0;
 }

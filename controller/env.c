@@ -161,55 +161,6 @@ static int env_from(const json_t *c, const json_t *objects, json_t *res,
 	return 0;
 }
 
-/* metadata.labels['k'] and metadata.annotations['k'] */
-static const char *meta_map_field(const json_t *meta, const char *path)
-{
-	const char *map = str_has_prefix(path, "metadata.labels[") ? "labels"
-			  : str_has_prefix(path, "metadata.annotations[")
-			      ? "annotations"
-			      : NULL;
-	const char *open = strchr(path, '[');
-	size_t n = strlen(path);
-
-	if (!map || n < 4 || path[n - 1] != ']' ||
-	    (open[1] != '\'' && open[1] != '"') || path[n - 2] != open[1])
-		return NULL;
-	cleanup_free char *key = xstrndup(open + 2, n - (open + 2 - path) - 2);
-	return js(json_object_get(meta, map), key);
-}
-
-int pod_field_ref(const json_t *pod, const json_t *fr,
-		  const struct convert_opts *o, char **out, struct cerr *e)
-{
-	const json_t *meta = json_object_get(pod, "metadata");
-	const json_t *spec = json_object_get(pod, "spec");
-	const char *p = js(fr, "fieldPath"), *v = NULL;
-
-	if (!strcmp(p, "metadata.name") || !strcmp(p, "metadata.namespace") ||
-	    !strcmp(p, "metadata.uid"))
-		v = js(meta, p + 9);
-	else if (!strcmp(p, "spec.nodeName"))
-		v = o->node_name ? o->node_name : "";
-	else if (!strcmp(p, "spec.serviceAccountName"))
-		/* The API server's admission sets "default" (an extension:
-		 * Kip passes on what the pod it got says). */
-		v = *js(spec, "serviceAccountName") || o->kip
-			? js(spec, "serviceAccountName")
-			: "default";
-	else if (!strcmp(p, "status.podIP"))
-		/* Not known yet when the virtual-kubelet resolves; cellctl
-		 * knows it from --pod-ip (an extension). */
-		v = o->kip || !o->pod_ip ? "" : o->pod_ip;
-	else if (!strcmp(p, "status.hostIP"))
-		v = "";
-	else
-		v = meta_map_field(meta, p);
-	if (!v)
-		return cerr_set(e, EINVAL, "fieldRef %s is not supported", p);
-	*out = xstrdup(v);
-	return 0;
-}
-
 static int key_ref(const json_t *objects, const json_t *ref, bool secret,
 		   char **out, struct cerr *e)
 {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cellctl.h"
+#include "ctl-internal.h"
 #include "yamltree.h"
 #include "cleanup.h"
 #include "fsutil.h"
@@ -126,4 +127,19 @@ json_t *kdoc_load(const char *path, struct cerr *e)
 	if (!j)
 		cerr_prefix(e, "%s", path);
 	return j;
+}
+
+const json_t *k8s_find_object(const json_t *objects, const char *kind,
+			      const char *name)
+{
+	json_t *o;
+	size_t i;
+
+	json_array_foreach(objects, i, o)
+	{
+		if (!strcmp(js(o, "kind"), kind) &&
+		    !strcmp(js(jget(o, "metadata"), "name"), name))
+			return o;
+	}
+	return NULL;
 }

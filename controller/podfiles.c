@@ -112,21 +112,6 @@ static void add_file(struct pkg *p, const char *path, const void *data,
 	f->mode = mode;
 }
 
-const json_t *k8s_find_object(const json_t *objects, const char *kind,
-			      const char *name)
-{
-	json_t *o;
-	size_t i;
-
-	json_array_foreach(objects, i, o)
-	{
-		if (!strcmp(js(o, "kind"), kind) &&
-		    !strcmp(js(jget(o, "metadata"), "name"), name))
-			return o;
-	}
-	return NULL;
-}
-
 /* One key's bytes from a ConfigMap (data, binaryData) or a Secret (data
  * base64, stringData). 0 found, 1 absent, -1 bad. */
 static int object_key(const json_t *obj, bool secret, const char *key,
