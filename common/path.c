@@ -66,6 +66,7 @@ static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode,
 	    .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
 	    .resolve =
 		(scope == PATH_IN_ROOT ? RESOLVE_IN_ROOT : RESOLVE_BENEATH) |
+		(scope == PATH_NO_LINKS ? RESOLVE_NO_SYMLINKS : 0) |
 		RESOLVE_NO_MAGICLINKS,
 	};
 	int fd, tries = 0;
@@ -167,7 +168,7 @@ static int walk_link(struct walk *w, int top, const char *name)
 
 	if (tl < 0)
 		return -1;
-	if (++w->links > MAX_SYMLINKS) {
+	if (w->scope == PATH_NO_LINKS || ++w->links > MAX_SYMLINKS) {
 		errno = ELOOP;
 		return -1;
 	}
@@ -368,8 +369,14 @@ static int open_raw(int rootfd, const char *rel, int flags, mode_t mode,
 	return fd;
 }
 
-static int open_fail(const char *rel, struct cerr *e)
+static int open_fail(const char *rel, enum path_scope scope, struct cerr *e)
 {
+	/* O_DIRECTORY on a link says ENOTDIR rather than ELOOP. */
+	if ((errno == ELOOP || errno == ENOTDIR) && scope == PATH_NO_LINKS)
+		return cerr_set(e, errno,
+				"'%s': a symlink (not followed) or a "
+				"non-directory on the way",
+				rel);
 	if (errno == EXDEV || (errno == ELOOP))
 		return cerr_set(e, errno, "'%s' resolves outside the root%s",
 				rel, errno == ELOOP ? " or loops" : "");
@@ -381,7 +388,7 @@ int path_open_at(int rootfd, const char *rel, int flags, mode_t mode,
 {
 	int fd = open_raw(rootfd, rel, flags, mode, scope);
 
-	return fd < 0 ? open_fail(rel, e) : fd;
+	return fd < 0 ? open_fail(rel, scope, e) : fd;
 }
 
 int path_open_beneath(int rootfd, const char *rel, int flags, mode_t mode,
@@ -399,7 +406,7 @@ int path_resolve_in_root(int rootfd, const char *rel, bool follow_last,
 	w->scope = PATH_IN_ROOT;
 	r = walk_spell(w, rootfd, rel, follow_last);
 	if (r < 0)
-		open_fail(rel, e);
+		open_fail(rel, PATH_IN_ROOT, e);
 	else if (strlen(w->path) >= outsz)
 		r = cerr_set(e, ENAMETOOLONG, "path '%.64s…' is too long", rel);
 	else

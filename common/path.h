@@ -25,8 +25,10 @@
 #define PATH_MAX_INPUT 4096
 
 enum path_scope {
-	PATH_BENEATH, /* absolute or escaping links fail (EXDEV) */
-	PATH_IN_ROOT, /* links resolve as under chroot(root) */
+	PATH_BENEATH,  /* absolute or escaping links fail (EXDEV) */
+	PATH_IN_ROOT,  /* links resolve as under chroot(root) */
+	PATH_NO_LINKS, /* beneath, and any symlink on the way fails (ELOOP;
+			* the last one too, unless O_PATH|O_NOFOLLOW) */
 };
 
 /* Normalise an outside path to a relative one: leading '/' and "./" are

@@ -23,6 +23,7 @@
 #include "cleanup.h"
 #include "digest.h"
 #include "fsutil.h"
+#include "path.h"
 #include "pull-internal.h"
 #include "util.h"
 
@@ -30,41 +31,10 @@
  * symlink at every component. */
 static int walk_open(int dirfd, const char *rel, int flags, struct cerr *e)
 {
-	cleanup_free char *copy = xstrdup(rel);
-	char *save = NULL, *comp = strtok_r(copy, "/", &save);
-	int fd = dirfd;
-
-	while (comp) {
-		char *next = strtok_r(NULL, "/", &save);
-		int f = next ? O_RDONLY | O_DIRECTORY : flags;
-		int nfd = openat(fd, comp, f | O_NOFOLLOW | O_CLOEXEC);
-
-		if (nfd < 0) {
-			int err = errno;
-			struct stat st;
-			bool link =
-			    fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISLNK(st.st_mode);
-
-			if (fd != dirfd)
-				close(fd);
-			/* A link where ours has a directory or a file: never
-			 * followed (O_NOFOLLOW says ELOOP or ENOTDIR). */
-			if (link)
-				return cerr_set(e, EINVAL,
-						"%s: %s is a symlink; not "
-						"followed",
-						rel, comp);
-			return cerr_set(e, err, "%s: %s", rel, strerror(err));
-		}
-		if (fd != dirfd)
-			close(fd);
-		fd = nfd;
-		comp = next;
-	}
-	if (fd == dirfd)
+	if (!*rel)
 		return cerr_set(e, EINVAL, "empty path");
-	return fd;
+	return path_open_at(dirfd, rel, flags | O_NOFOLLOW, 0, PATH_NO_LINKS,
+			    e);
 }
 
 /* A small regular file of the share, whole, at most out->max bytes. */

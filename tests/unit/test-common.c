@@ -264,6 +264,20 @@ static void test_in_root(bool fallback)
 	ok(path_resolve_in_root(root, "", true, out, sizeof(out), &e) == 0 &&
 	       !strcmp(out, ""),
 	   "%s: the root itself", how);
+	/* PATH_NO_LINKS: no link at all, even one that stays inside. */
+	ok(symlinkat("etc", root, "rel") == 0, "%s: a link inside", how);
+	fd = path_open_at(root, "etc/passwd", O_RDONLY, 0, PATH_NO_LINKS, &e);
+	ok(same_file(fd, root, "etc/passwd"), "%s: no links: a plain path",
+	   how);
+	if (fd >= 0)
+		close(fd);
+	fd = path_open_at(root, "rel/passwd", O_RDONLY, 0, PATH_NO_LINKS, &e);
+	ok(fd < 0 && e.code == ELOOP && strstr(e.msg, "symlink"),
+	   "%s: no links: one on the way refused (%s)", how, e.msg);
+	fd = path_open_at(root, "rel", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0,
+			  PATH_NO_LINKS, &e);
+	ok(fd < 0 && strstr(e.msg, "symlink"),
+	   "%s: no links: the last one refused (%s)", how, e.msg);
 	ok(fs_rm_rf(top, &e) == 0, "%s: rm -rf", how);
 	path_force_fallback(false);
 }
