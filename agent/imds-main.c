@@ -127,21 +127,22 @@ static int connect_upstream(const struct sockaddr_in *up, uint64_t deadline)
 
 /* The allowed request, rebuilt from what was judged (nothing else of the
  * pod's head goes on), and the service's reply back as it came. */
-static void relay(int c, const struct imds_req *r,
-		  const struct sockaddr_in *up, const char *host)
+static void relay(int c, const struct imds_req *r, const struct sockaddr_in *up,
+		  const char *host)
 {
 	uint64_t deadline = now_ns() + UPSTREAM_MS * 1000000ull;
 	char head[1024], *reply = xmalloc(REPLY_MAX);
 	size_t len = 0;
-	int n = snprintf(
-	    head, sizeof(head),
-	    "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s%s%s%s%s%s"
-	    "Connection: close\r\n\r\n",
-	    r->method, r->target, host, r->token[0] ? "X-aws-ec2-metadata-token: " : "",
-	    r->token, r->token[0] ? "\r\n" : "",
-	    r->ttl[0] ? "X-aws-ec2-metadata-token-ttl-seconds: " : "", r->ttl,
-	    r->ttl[0] ? "\r\n" : "",
-	    !strcmp(r->method, "PUT") ? "Content-Length: 0\r\n" : "");
+	int n =
+	    snprintf(head, sizeof(head),
+		     "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s%s%s%s%s%s"
+		     "Connection: close\r\n\r\n",
+		     r->method, r->target, host,
+		     r->token[0] ? "X-aws-ec2-metadata-token: " : "", r->token,
+		     r->token[0] ? "\r\n" : "",
+		     r->ttl[0] ? "X-aws-ec2-metadata-token-ttl-seconds: " : "",
+		     r->ttl, r->ttl[0] ? "\r\n" : "",
+		     !strcmp(r->method, "PUT") ? "Content-Length: 0\r\n" : "");
 	int u = connect_upstream(up, deadline);
 
 	if (u < 0 || write_all(u, head, (size_t)n, deadline) < 0 ||

@@ -8,17 +8,17 @@
 #include <stddef.h>
 
 #define IMDS_UPSTREAM "http://169.254.169.254" /* the real service */
-#define IMDS_HEAD_MAX 8192   /* a request head beyond this: 431 */
-#define IMDS_TARGET_MAX 256  /* request target */
-#define IMDS_TOKEN_MAX 256   /* X-aws-ec2-metadata-token */
-#define IMDS_HEADERS_MAX 32  /* header lines */
+#define IMDS_HEAD_MAX 8192  /* a request head beyond this: 431 */
+#define IMDS_TARGET_MAX 256 /* request target */
+#define IMDS_TOKEN_MAX 256  /* X-aws-ec2-metadata-token */
+#define IMDS_HEADERS_MAX 32 /* header lines */
 
 struct imds_req {
 	char method[4]; /* "GET" or "PUT" */
 	char target[IMDS_TARGET_MAX + 1];
-	char token[IMDS_TOKEN_MAX + 1];	 /* "" = none */
-	char ttl[6];			 /* "" = none; 1-5 digits */
-	char reason[64];		 /* why refused */
+	char token[IMDS_TOKEN_MAX + 1]; /* "" = none */
+	char ttl[6];			/* "" = none; 1-5 digits */
+	char reason[64];		/* why refused */
 };
 
 /* Judge the head buf[0..len) (up to and including the blank line). 200:

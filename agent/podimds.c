@@ -95,8 +95,8 @@ static void start(struct supervisor *s, const char *ns)
 	}
 	m->netns = xstrdup(ns);
 	m->started_ns = now_ns();
-	log_info("metadata proxy for %s started (pid %d, instance profile)",
-		 ns, (int)m->pid);
+	log_info("metadata proxy for %s started (pid %d, instance profile)", ns,
+		 (int)m->pid);
 }
 
 void podimds_tick(struct supervisor *s)

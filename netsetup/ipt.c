@@ -318,9 +318,8 @@ int net_block_apply(const char *veth, struct cerr *e)
 
 	if (!h)
 		return -1;
-	if (iptc_is_chain(IMDS, h)
-		? !iptc_flush_entries(IMDS, h)
-		: !iptc_create_chain(IMDS, h))
+	if (iptc_is_chain(IMDS, h) ? !iptc_flush_entries(IMDS, h)
+				   : !iptc_create_chain(IMDS, h))
 		return fail_filter(e, NET_CHAIN_IMDS);
 	rule = block_entry(veth);
 	if (!iptc_append_entry(IMDS, rule, h))
@@ -347,8 +346,7 @@ int net_block_remove(struct cerr *e)
 		if (!iptc_delete_num_entry(FWD, n, h))
 			return fail_filter(e, FWD);
 	if (iptc_is_chain(IMDS, h) &&
-	    (!iptc_flush_entries(IMDS, h) ||
-	     !iptc_delete_chain(IMDS, h)))
+	    (!iptc_flush_entries(IMDS, h) || !iptc_delete_chain(IMDS, h)))
 		return fail_filter(e, NET_CHAIN_IMDS);
 	if (!iptc_commit(h))
 		return fail_filter(e, "commit");

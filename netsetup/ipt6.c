@@ -105,9 +105,8 @@ int net_block6_apply(const char *veth, struct cerr *e)
 
 	if (!h)
 		return e->code ? -1 : 0;
-	if (ip6tc_is_chain(IMDS, h)
-		? !ip6tc_flush_entries(IMDS, h)
-		: !ip6tc_create_chain(IMDS, h))
+	if (ip6tc_is_chain(IMDS, h) ? !ip6tc_flush_entries(IMDS, h)
+				    : !ip6tc_create_chain(IMDS, h))
 		return fail6(e, NET_CHAIN_IMDS);
 	rule = entry6(veth, false);
 	if (!ip6tc_append_entry(IMDS, rule, h))
@@ -131,8 +130,7 @@ int net_block6_remove(struct cerr *e)
 		if (!ip6tc_delete_num_entry(FWD, at, h))
 			return fail6(e, FWD);
 	if (ip6tc_is_chain(IMDS, h) &&
-	    (!ip6tc_flush_entries(IMDS, h) ||
-	     !ip6tc_delete_chain(IMDS, h)))
+	    (!ip6tc_flush_entries(IMDS, h) || !ip6tc_delete_chain(IMDS, h)))
 		return fail6(e, NET_CHAIN_IMDS);
 	if (!ip6tc_commit(h))
 		return fail6(e, "commit");

@@ -26,8 +26,8 @@ static const char usage_text[] =
     "to outside the VPC's private ranges and hostPort DNAT (nat chains\n"
     "CELL-MASQ and CELL-HOSTPORT). Teardown removes exactly what setup made\n"
     "and restores the sysctls it changed; setup twice changes nothing.\n"
-    "The pod's traffic to the metadata service (" NET_IMDS_IP ",\n"
-    NET_IMDS_IP6 ") is refused in the filter table's FORWARD chain\n"
+    "The pod's traffic to the metadata service (" NET_IMDS_IP ",\n" NET_IMDS_IP6
+    ") is refused in the filter table's FORWARD chain\n"
     "(chain CELL-IMDS) unless --allow-metadata.\n"
     "\n"
     "  --name NAME          namespace name (default " NET_DEFAULT_NAME ")\n"
