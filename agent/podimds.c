@@ -64,6 +64,7 @@ void podimds_stop(struct supervisor *s)
 	m->netns = NULL;
 	m->pid = 0;
 	m->pidfd = -1;
+	m->backoff_ns = m->not_before_ns = 0; /* asked for: no failure */
 }
 
 static void start(struct supervisor *s, const char *ns)
