@@ -33,7 +33,7 @@ endif
 endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lisal \
-	-lcap -lpthread $(shell $(PKG_CONFIG) --libs libmnl libip4tc 2>/dev/null)
+	-lcap -lpthread $(shell $(PKG_CONFIG) --libs libmnl libip4tc libip6tc 2>/dev/null)
 # civetweb from Debian's source package, unpacked and patched by
 # scripts/deps.sh in .deps/ (nothing of it in git), built here against
 # OpenSSL 3 (linked, not dlopened) with our worker stack size and thread cap.
@@ -74,7 +74,8 @@ CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
 CTL_SRC := $(filter-out controller/main.c,$(wildcard controller/*.c))
-AGENT_SRC := $(filter-out agent/main.c agent/unpack-main.c,$(wildcard agent/*.c))
+AGENT_SRC := $(filter-out agent/main.c agent/unpack-main.c agent/imds-main.c,\
+	$(wildcard agent/*.c))
 RUNTIME_SRC := $(filter-out runtime/main.c,$(wildcard runtime/*.c))
 
 # ---- Layering (HACKING.md "Layering"): which component may use which ----
@@ -145,6 +146,7 @@ BINS += $(if $(wildcard controller/main.c),$(OUT)/bin/cellctl)
 CTL_DATA := $(OUT)/share/cell/aws-us-east-1.json
 BINS += $(if $(wildcard controller/main.c),$(CTL_DATA))
 BINS += $(if $(wildcard agent/unpack-main.c),$(OUT)/bin/cell-unpack)
+BINS += $(if $(wildcard agent/imds-main.c),$(OUT)/bin/cell-imds)
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRC))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
@@ -249,7 +251,7 @@ $(OUT)/bin/cellctl: $(call obj,controller/main.c) $(LIBS_controller)
 # rebuilding it.
 AGENT_LDLIBS := -Wl,-Bstatic -lssl -lcrypto -ljansson -lyaml -lcap -lseccomp \
 	-Wl,-Bdynamic -lpthread \
-	$(shell pkg-config --libs libmnl libip4tc 2>/dev/null) # no archives
+	$(shell pkg-config --libs libmnl libip4tc libip6tc 2>/dev/null) # no archives
 ifeq ($(STATIC),1)
 AGENT_LDLIBS := $(PKG_LIBS) # everything static already
 endif
@@ -260,6 +262,13 @@ $(OUT)/bin/cell-agent: $(call obj,agent/main.c) $(LIBS_agent)
 
 # cell-unpack: the deploy-package extractor the agent runs as a child.
 $(OUT)/bin/cell-unpack: $(call obj,agent/unpack-main.c) $(LIBS_agent)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# cell-imds: the metadata proxy the agent runs as a child for a pod with
+# an instance profile (common and its own judge only).
+$(OUT)/bin/cell-imds: $(call obj,agent/imds-main.c) $(AGENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)

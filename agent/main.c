@@ -63,6 +63,9 @@ struct opts {
 	bool seccomp_unconfined;
 	/* The plain-HTTP metrics listener's address; NULL: none. */
 	const char *metrics_listen;
+	/* --pod-metadata allow: pods reach the metadata service (no block,
+	 * no proxy; docs/netsetup.md "The metadata service"). */
+	bool pod_metadata_allow;
 };
 
 enum {
@@ -78,7 +81,8 @@ enum {
 	O_CTR_LOG_FILES,
 	O_SECCOMP,
 	O_SECCOMP_PROFILE,
-	O_METRICS_LISTEN
+	O_METRICS_LISTEN,
+	O_POD_METADATA
 };
 
 #define S(name, field) CLI_S(name, struct opts, field)
@@ -110,6 +114,7 @@ static const struct cli_opt opts[] = {
     S("cdi-spec-dirs", cdi_spec_dirs),
     {"seccomp", CLI_ID_ARG, O_SECCOMP},
     {"metrics-listen", CLI_ID_ARG, O_METRICS_LISTEN},
+    {"pod-metadata", CLI_ID_ARG, O_POD_METADATA},
     {"seccomp-profile", CLI_ID_ARG, O_SECCOMP_PROFILE},
     S("seccomp-profile-dir", seccomp_dir),
     {"verbose", CLI_ID, 'v'},
@@ -179,6 +184,13 @@ static void usage(FILE *f)
 	    "HTTP\n"
 	    "                           on ADDR (127.0.0.1:9102; off by "
 	    "default)\n"
+	    "  --pod-metadata MODE      filter: pods reach no metadata "
+	    "service;\n"
+	    "                           one with an instance profile gets\n"
+	    "                           credentials and region through a\n"
+	    "                           proxy (default). allow: pods reach "
+	    "it\n"
+	    "                           all, the cell's user data included\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -391,6 +403,16 @@ static int parse_seccomp_arg(int c, struct opts *o)
 			return -1;
 		}
 		o->seccomp_unconfined = !strcmp(optarg, "unconfined");
+		return 0;
+	case O_POD_METADATA:
+		if (strcmp(optarg, "allow") && strcmp(optarg, "filter")) {
+			fprintf(stderr,
+				"cell-agent: --pod-metadata %s: want filter "
+				"or allow\n",
+				optarg);
+			return -1;
+		}
+		o->pod_metadata_allow = !strcmp(optarg, "allow");
 		return 0;
 	case O_SECCOMP_PROFILE:
 		o->seccomp_profile = *optarg ? optarg : NULL;
@@ -684,6 +706,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .log_max_files = o->container_log_files,
 	    .containers_log_dir = o->containers_log_dir,
 	    .cdi_spec_dirs = o->cdi_spec_dirs,
+	    .pod_metadata_allow = o->pod_metadata_allow,
 	};
 	struct api_backend b = {
 	    .ctx = &ag,

@@ -229,6 +229,7 @@ void podnet_release(struct supervisor *s)
 	free(want);
 	if (!s->net.ready || same)
 		return; /* nothing, or the same network: kept */
+	podimds_stop(s);
 	base_opts(&o);
 	if (net_teardown(&o, &e) < 0 && e.code != ENOENT)
 		log_error("pod network: %s", e.msg);
@@ -254,6 +255,7 @@ bool podnet_ensure(struct supervisor *s)
 	}
 	base_opts(&o);
 	o.pod_ip = s->spec.pod_ip;
+	o.allow_metadata = s->o.pod_metadata_allow;
 	ports = ports_of(&s->spec, &o.n_ports);
 	o.ports = ports;
 	if (net_setup(&o, &info, &e) < 0) {
@@ -273,6 +275,7 @@ bool podnet_ensure(struct supervisor *s)
 	s->net.key = key;
 	s->net.base = net_key(&s->spec, false);
 	net_info_free(&info);
+	podimds_tick(s); /* before the first unit starts */
 	return true;
 }
 

@@ -60,6 +60,14 @@ struct podnet {
 	char *key, *base; /* what it was set up for: with and without ports */
 };
 
+/* podimds.c: the metadata proxy child of a pod with an instance profile. */
+struct podimds {
+	pid_t pid; /* 0: not running */
+	int pidfd;
+	char *netns; /* the namespace it serves */
+	uint64_t started_ns, not_before_ns, backoff_ns;
+};
+
 /* netagent.c: kube-router. */
 struct netagent {
 	pid_t pid; /* 0: not running */
@@ -152,6 +160,7 @@ struct supervisor {
 	struct stats_state stats;
 	struct podnet net;
 	struct netagent na;
+	struct podimds imds;
 	pid_t podns_pid; /* the pod's PID/IPC namespace holder, or 0 */
 	uint64_t podns_start;
 };
@@ -265,6 +274,11 @@ const char *podnet_netns(const struct supervisor *s);
  * NULL (caller frees). */
 char *podnet_pod_ip(const struct supervisor *s);
 void podnet_free(struct podnet *pn);
+
+/* podimds.c: start, restart or stop the metadata proxy as the spec and
+ * the pod network say; stop it. */
+void podimds_tick(struct supervisor *s);
+void podimds_stop(struct supervisor *s);
 
 /* netagent.c */
 char **netagent_argv(const char *bin, const char *kubeconfig, const char *node,

@@ -479,6 +479,7 @@ static void reconcile(struct supervisor *s)
 	struct plan p = {0};
 
 	netagent_tick(s);
+	podimds_tick(s);
 	sweep_pod_cgroup(s);
 	if (s->recheck) {
 		if (adopt_pending(s)) {
@@ -1029,6 +1030,7 @@ static void sup_free(struct supervisor *s)
 	strv_free(s->fsgroup_seen);
 	strv_free(s->warned);
 	strv_free(s->insecure);
+	podimds_stop(s);
 	podnet_free(&s->net);
 	netagent_free(s);
 	free((char *)s->o.state_dir);

@@ -32,6 +32,9 @@ struct sup_opts {
 	const char *containers_log_dir;
 	/* CDI spec directories, ':'-separated (NULL: /etc/cdi:/var/run/cdi). */
 	const char *cdi_spec_dirs;
+	/* --pod-metadata allow: no metadata block, no proxy (netsetup's
+	 * allow_metadata). */
+	bool pod_metadata_allow;
 };
 
 /* Load state from state_dir (re-adopting running units) and start the

@@ -12,6 +12,7 @@
 #include <libiptc/libiptc.h>
 #include <linux/netfilter/nf_nat.h>
 #include <linux/netfilter/xt_tcpudp.h>
+#include <linux/netfilter_ipv4/ipt_REJECT.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,4 +255,109 @@ int net_ipt_present(struct cerr *e)
 		return -1;
 	return iptc_is_chain(NET_CHAIN_HOSTPORT, h) &&
 	       iptc_is_chain(NET_CHAIN_MASQ, h);
+}
+
+/* ---- the metadata block (filter table) ----
+ *
+ *   -A FORWARD -j CELL-IMDS                                    (first)
+ *   -A CELL-IMDS -d 169.254.169.254/32 -i <veth> -j REJECT
+ *
+ * In the cell's FORWARD chain, not the pod's OUTPUT: a unit given
+ * NET_ADMIN can rewrite its own namespace's rules but never the cell's.
+ * REJECT (icmp-port-unreachable), not DROP: an SDK that probes the
+ * service fails at once instead of waiting out its timeout. The cell's
+ * own processes (cell-boot, cell-cloudinit, the agent and its metadata
+ * proxy) send from the cell and never pass FORWARD. */
+
+/* Full-size labels: libiptc reads chain names as char[32]. */
+static const xt_chainlabel IMDS = NET_CHAIN_IMDS, FWD = "FORWARD";
+
+static int fail_filter(struct cerr *e, const char *what)
+{
+	int err = errno;
+	return cerr_set(e, err ? err : EIO, "iptables filter: %s: %s", what,
+			iptc_strerror(err));
+}
+
+static struct ipt_entry *block_entry(const char *veth)
+{
+	size_t off = XT_ALIGN(sizeof(struct ipt_entry));
+	size_t size = XT_ALIGN(sizeof(struct xt_entry_target) +
+			       sizeof(struct ipt_reject_info));
+	struct ipt_entry *en = xcalloc(1, off + size);
+	struct xt_entry_target *t =
+	    (struct xt_entry_target *)((unsigned char *)en + off);
+	size_t n = strlen(veth);
+
+	inet_pton(AF_INET, NET_IMDS_IP, &en->ip.dst);
+	mask_of(&en->ip.dmsk, 32);
+	memcpy(en->ip.iniface, veth, n);
+	memset(en->ip.iniface_mask, 0xff, n + 1);
+	((struct ipt_reject_info *)t->data)->with = IPT_ICMP_PORT_UNREACHABLE;
+	snprintf(t->u.user.name, sizeof(t->u.user.name), "REJECT");
+	t->u.user.target_size = (uint16_t)size;
+	en->target_offset = (uint16_t)off;
+	en->next_offset = (uint16_t)(off + size);
+	return en;
+}
+
+static struct xtc_handle *open_filter(struct cerr *e)
+{
+	struct xtc_handle *h = iptc_init("filter");
+
+	if (!h)
+		fail_filter(e, "open the table");
+	return h;
+}
+
+int net_block_apply(const char *veth, struct cerr *e)
+{
+	cleanup_iptc struct xtc_handle *h = open_filter(e);
+	cleanup_free struct ipt_entry *rule = NULL, *jump = NULL;
+	bool found;
+
+	if (!h)
+		return -1;
+	if (iptc_is_chain(IMDS, h) ? !iptc_flush_entries(IMDS, h)
+				   : !iptc_create_chain(IMDS, h))
+		return fail_filter(e, NET_CHAIN_IMDS);
+	rule = block_entry(veth);
+	if (!iptc_append_entry(IMDS, rule, h))
+		return fail_filter(e, NET_CHAIN_IMDS);
+	jump_index(h, FWD, NET_CHAIN_IMDS, &found);
+	jump = jump_entry(NET_CHAIN_IMDS);
+	if (!found && !iptc_insert_entry(FWD, jump, 0, h))
+		return fail_filter(e, FWD);
+	if (!iptc_commit(h))
+		return fail_filter(e, "commit");
+	return net_block6_apply(veth, e);
+}
+
+int net_block_remove(struct cerr *e)
+{
+	cleanup_iptc struct xtc_handle *h = open_filter(e);
+	bool found;
+	unsigned int n;
+
+	if (!h)
+		return -1;
+	for (n = jump_index(h, FWD, NET_CHAIN_IMDS, &found); found;
+	     n = jump_index(h, FWD, NET_CHAIN_IMDS, &found))
+		if (!iptc_delete_num_entry(FWD, n, h))
+			return fail_filter(e, FWD);
+	if (iptc_is_chain(IMDS, h) &&
+	    (!iptc_flush_entries(IMDS, h) || !iptc_delete_chain(IMDS, h)))
+		return fail_filter(e, NET_CHAIN_IMDS);
+	if (!iptc_commit(h))
+		return fail_filter(e, "commit");
+	return net_block6_remove(e);
+}
+
+int net_block_present(struct cerr *e)
+{
+	cleanup_iptc struct xtc_handle *h = open_filter(e);
+
+	if (!h)
+		return -1;
+	return iptc_is_chain(IMDS, h);
 }

@@ -26,6 +26,9 @@ static const char usage_text[] =
     "to outside the VPC's private ranges and hostPort DNAT (nat chains\n"
     "CELL-MASQ and CELL-HOSTPORT). Teardown removes exactly what setup made\n"
     "and restores the sysctls it changed; setup twice changes nothing.\n"
+    "The pod's traffic to the metadata service (" NET_IMDS_IP ",\n" NET_IMDS_IP6
+    ") is refused in the filter table's FORWARD chain\n"
+    "(chain CELL-IMDS) unless --allow-metadata.\n"
     "\n"
     "  --name NAME          namespace name (default " NET_DEFAULT_NAME ")\n"
     "  --pod-ip IP          the pod's (secondary) IP; default: the cloud's\n"
@@ -37,6 +40,8 @@ static const char usage_text[] =
     "  --host-veth IF       host end of the veth (default veth-NAME)\n"
     "  --host-network       no namespace (a hostNetwork pod); prints the\n"
     "                       primary interface and IP\n"
+    "  --allow-metadata     no metadata block: the pod reaches the cell's\n"
+    "                       user data and the role's credentials\n"
     "  --private-cidr CIDR  also kept unmasqueraded (besides 10/8,\n"
     "                       172.16/12, 192.168/16); repeatable\n"
     "  --port H:C[/tcp|/udp][@HOSTIP]  hostPort H to the pod's port C;\n"
@@ -100,6 +105,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	    S("primary-if", primary_if),
 	    S("host-veth", host_veth),
 	    CLI_B("host-network", struct net_opts, host_network),
+	    CLI_B("allow-metadata", struct net_opts, allow_metadata),
 	    {"private-cidr", CLI_ID_ARG, 'c'},
 	    {"port", CLI_ID_ARG, 'r'},
 	    S("netns-dir", netns_dir),

@@ -12,6 +12,7 @@
 
 #define NET_CHAIN_MASQ "CELL-MASQ"
 #define NET_CHAIN_HOSTPORT "CELL-HOSTPORT"
+#define NET_CHAIN_IMDS "CELL-IMDS" /* filter: the metadata block */
 #define NET_STATE_MAX (64 * 1024)
 
 /* ---- state.c: what setup created, so teardown removes exactly that ---- */
@@ -26,6 +27,8 @@ struct net_state {
 	char *name, *netns_path, *pod_ip, *primary_if, *primary_ip, *host_veth;
 	bool host_network;
 	bool made_netns, made_veth, made_proxy, made_rules;
+	bool allow_metadata; /* asked for: no block */
+	bool made_block;     /* the metadata block (filter tables) is ours */
 	struct net_sysctl *sysctls;
 	size_t n_sysctls;
 	char **private_cidrs;
@@ -80,6 +83,14 @@ int net_ipt_apply(const struct net_plan *p, struct cerr *e);
 int net_ipt_remove(struct cerr *e);
 /* 1 when both chains exist, 0 when not. */
 int net_ipt_present(struct cerr *e);
+/* The metadata block for traffic in from veth: filter FORWARD, IPv4
+ * (ipt.c) then IPv6 (ipt6.c), one commit each; apply again replaces. */
+int net_block_apply(const char *veth, struct cerr *e);
+int net_block_remove(struct cerr *e);
+/* 1 when the IPv4 chain exists, 0 when not. */
+int net_block_present(struct cerr *e);
+int net_block6_apply(const char *veth, struct cerr *e);
+int net_block6_remove(struct cerr *e);
 
 /* ---- nl.c: rtnetlink over libmnl ---- */
 

@@ -23,6 +23,11 @@
 #define NET_POD_IFNAME "eth0"
 #define NET_MAX_PORTS 256
 #define NET_MAX_CIDRS 64
+/* The instance metadata service (EC2's addresses; GCE and Azure use the
+ * same IPv4 one). */
+#define NET_IMDS_IP "169.254.169.254"
+#define NET_IMDS_IP6 "fd00:ec2::254"
+#define NET_IMDS_PORT 80
 
 struct net_port {
 	uint16_t host_port, container_port;
@@ -42,6 +47,10 @@ struct net_opts {
 	char **private_cidrs;	/* kept unmasqueraded besides RFC 1918 */
 	const struct net_port *ports;
 	size_t n_ports;
+	/* No metadata block: the pod reaches the metadata service (and the
+	 * cell's user data, its key, the role's credentials) as the cell
+	 * does. Off by default; a later setup may change it. */
+	bool allow_metadata;
 };
 
 /* What setup made (or found), for callers and `cell-net show`. */
@@ -65,6 +74,13 @@ int net_teardown(const struct net_opts *o, struct cerr *e);
 /* Print the recorded setup and whether each part is still there. */
 int net_show(const struct net_opts *o, FILE *out, struct cerr *e);
 void net_info_free(struct net_info *i);
+
+/* A listening TCP socket (close-on-exec) at NET_IMDS_IP:NET_IMDS_PORT
+ * inside the namespace at netns_path, whose lo gets that address first:
+ * the pod's requests to the metadata service end at this socket (the
+ * agent's filtering proxy) and never leave the pod. Without a listener
+ * they are refused inside the pod. */
+int net_imds_listen(const char *netns_path, struct cerr *e);
 
 /* The interface of the default route (lowest metric, main table) and its
  * first IPv4 address, in the caller's network namespace. */

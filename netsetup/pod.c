@@ -256,6 +256,27 @@ static int step_rules(const struct net_opts *o, struct net_state *st,
 	return r;
 }
 
+/* The metadata block, or its removal when a later setup allows the
+ * service (recorded before the kernel call, as the nat rules are). */
+static int step_block(const struct net_opts *o, struct net_state *st,
+		      struct cerr *e)
+{
+	if (st->allow_metadata) {
+		if (!st->made_block)
+			return 0;
+		if (net_block_remove(e) < 0)
+			return -1;
+		st->made_block = false;
+		return save(o, st, e);
+	}
+	if (!st->made_block) {
+		st->made_block = true;
+		if (save(o, st, e) < 0)
+			return -1;
+	}
+	return net_block_apply(st->host_veth, e);
+}
+
 static int run_steps(const struct net_opts *o, struct net_state *st,
 		     struct cerr *e)
 {
@@ -274,7 +295,8 @@ static int run_steps(const struct net_opts *o, struct net_state *st,
 	if (!(host = nl_open(-1, e)) || step_veth(o, st, host, nsfd, e) < 0 ||
 	    step_host_side(st, host, pod, mac, e) < 0 ||
 	    step_pod_side(nsfd, pod, mac, e) < 0 ||
-	    step_proxy(o, st, host, pod, e) < 0 || step_rules(o, st, e) < 0)
+	    step_proxy(o, st, host, pod, e) < 0 || step_rules(o, st, e) < 0 ||
+	    step_block(o, st, e) < 0)
 		return -1;
 	return 0;
 }
@@ -337,6 +359,9 @@ static int undo(const struct net_opts *o, struct net_state *st, struct cerr *e)
 	struct cerr first = {0}, e2 = {0};
 	cleanup_free char *path = net_state_path(o);
 
+	if (st->made_block && net_block_remove(&e2) == 0)
+		st->made_block = false;
+	keep_first(&first, &e2);
 	if (st->made_rules && net_ipt_remove(&e2) == 0)
 		st->made_rules = false;
 	keep_first(&first, &e2);
@@ -389,9 +414,11 @@ static int same_request(const struct net_opts *o, const struct net_state *st,
 	return 0;
 }
 
-/* The parts a later setup may change: hostPorts and private CIDRs. */
+/* The parts a later setup may change: hostPorts, private CIDRs, the
+ * metadata block. */
 static void take_rules_opts(const struct net_opts *o, struct net_state *st)
 {
+	st->allow_metadata = o->allow_metadata;
 	strv_free(st->private_cidrs);
 	st->private_cidrs = NULL;
 	free(st->ports);

@@ -64,6 +64,23 @@ static void show_rules(const struct net_state *st, FILE *out)
 	net_plan_free(&p);
 }
 
+static void show_block(const struct net_state *st, FILE *out)
+{
+	struct cerr e = {0};
+
+	if (st->allow_metadata && !st->made_block) {
+		fprintf(out, "  metadata     allowed (no block)\n");
+		return;
+	}
+	fprintf(out,
+		"  metadata     blocked (%s)\n    -A FORWARD -j %s\n"
+		"    -A %s -d %s/32 -i %s -j REJECT\n"
+		"    ip6: -A %s -d %s/128 -i %s -j REJECT\n",
+		there(net_block_present(&e)), NET_CHAIN_IMDS, NET_CHAIN_IMDS,
+		NET_IMDS_IP, st->host_veth, NET_CHAIN_IMDS, NET_IMDS_IP6,
+		st->host_veth);
+}
+
 int net_show(const struct net_opts *o, FILE *out, struct cerr *e)
 {
 	struct net_state st;
@@ -99,6 +116,7 @@ int net_show(const struct net_opts *o, FILE *out, struct cerr *e)
 			st.sysctls[i].path, st.sysctls[i].set,
 			st.sysctls[i].old);
 	show_rules(&st, out);
+	show_block(&st, out);
 	net_state_free(&st);
 	return 0;
 }

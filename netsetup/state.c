@@ -59,6 +59,10 @@ char *net_state_to_json(const struct net_state *st)
 	json_object_set_new(j, "madeVeth", json_boolean(st->made_veth));
 	json_object_set_new(j, "madeProxyNeigh", json_boolean(st->made_proxy));
 	json_object_set_new(j, "madeRules", json_boolean(st->made_rules));
+	json_object_set_new(j, "allowMetadata",
+			    json_boolean(st->allow_metadata));
+	json_object_set_new(j, "madeMetadataBlock",
+			    json_boolean(st->made_block));
 	for (size_t i = 0; i < st->n_sysctls; i++)
 		json_array_append_new(sc, json_pack("{s:s,s:s,s:s}", "path",
 						    st->sysctls[i].path, "old",
@@ -148,6 +152,8 @@ int net_state_parse(const char *buf, size_t len, struct net_state *st,
 	st->made_veth = jbool(j, "madeVeth");
 	st->made_proxy = jbool(j, "madeProxyNeigh");
 	st->made_rules = jbool(j, "madeRules");
+	st->allow_metadata = jbool(j, "allowMetadata");
+	st->made_block = jbool(j, "madeMetadataBlock");
 	if (!st->name || !st->primary_if || parse_lists(j, st, e) < 0 ||
 	    jstrv(j, "privateCIDRs", &st->private_cidrs, e) < 0 ||
 	    strv_len(st->private_cidrs) > NET_MAX_CIDRS) {

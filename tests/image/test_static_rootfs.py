@@ -27,7 +27,7 @@ from wire import pod_params, unit
 # The binaries an Alpine cell carries; cell-boot and cell-net when built.
 REQUIRED = ["cell-agent", "cell-monitor", "cell-pull", "cell-cloudinit", "cell-net",
             "cell-boot"]
-OPTIONAL = ["cell-unpack", "cell-pull-cached"]
+OPTIONAL = ["cell-unpack", "cell-pull-cached", "cell-imds"]
 PT_INTERP = 3
 FAST = {"CELL_AGENT_BACKOFF_UNIT_MS": "50", "CELL_CGROUP_NEST": "1"}
 

@@ -15,8 +15,8 @@ import subprocess
 import pytest
 
 from conftest import CELL_BUILD
-from vpc import (INET_IP, PEER_IP, POD_IP, PRIMARY_IP, Vpc, host_snapshot, run,
-                 wait_for)
+from vpc import (IMDS_IP, INET_IP, PEER_IP, POD_IP, PRIMARY_IP, Vpc, host_snapshot,
+                 imds, run, wait_for)
 
 CELL_NET = os.path.join(CELL_BUILD, "bin", "cell-net")
 PYLIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pylib")
@@ -146,6 +146,7 @@ def test_teardown_restores_exactly_and_setup_twice_changes_nothing(vpc, net):
     # The cell has rules and a sysctl of its own, which must survive.
     vpc.sh(vpc.cell, "iptables-legacy -t nat -A POSTROUTING -d 198.51.100.0/24 -j RETURN && "
                      "iptables-legacy -A FORWARD -s 198.51.100.7 -j DROP && "
+                     "ip6tables-legacy -A FORWARD -s 2001:db8::7 -j DROP && "
                      "iptables-nft -t nat -A POSTROUTING -d 198.51.100.0/24 -j RETURN && "
                      "echo 1 > /proc/sys/net/ipv4/conf/eth0/proxy_arp")
     before = vpc.snapshot()
@@ -166,6 +167,99 @@ def test_teardown_restores_exactly_and_setup_twice_changes_nothing(vpc, net):
     # A second teardown finds nothing: exit 3.
     r = net("teardown", "--name", vpc.pod)
     assert r.returncode == 3 and "no pod network" in r.stderr
+
+
+def curl_rc(vpc: Vpc, ns: str, url: str, *extra: str):
+    """curl in ns: (exit status, body). 7 is "connection refused"."""
+    r = run(*vpc.ns_cmd(ns, "curl", "-sS", "-g", "--max-time", "5", *extra, url),
+            check=False, timeout=20)
+    return r.returncode, r.stdout
+
+
+IMDS_URL = f"http://{IMDS_IP}/latest/meta-data/local-ipv4"
+IMDS6_IP = "fd00:ec2::254"
+
+# An IPv6 path from the pod to fd00:ec2::254 on the router, as a unit with
+# NET_ADMIN (or another network agent) could build one; cell-net makes no
+# IPv6 route itself.
+IPV6 = {
+    "vpc": ["ip -6 addr add fd00:ec2::254/128 dev lo",
+            "ip -6 addr add fd00:99::1/64 dev br0 nodad",
+            "ip -6 route add fd00:98::/64 via fd00:99::10"],
+    "cell": ["ip -6 addr add fd00:99::10/64 dev eth0 nodad",
+             "ip -6 route add default via fd00:99::1",
+             "echo 1 > /proc/sys/net/ipv6/conf/all/forwarding",
+             "ip -6 addr add fd00:98::1/64 dev {veth} nodad"],
+    "pod": ["ip -6 addr add fd00:98::50/64 dev eth0 nodad",
+            "ip -6 route add default via fd00:98::1"],
+}
+
+SERVER6_PY = r"""
+import http.server, socket
+class S(http.server.HTTPServer):
+    address_family = socket.AF_INET6
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"imds6")
+    def log_message(self, *a):
+        pass
+s = S(("fd00:ec2::254", 80), H)
+print("READY", flush=True)
+s.serve_forever()
+"""
+
+
+def ipv6_path(vpc: Vpc) -> None:
+    veth = f"veth-{vpc.pod[:10]}"
+    for ns, cmds in (("vpc", IPV6["vpc"]), ("cell", IPV6["cell"]), ("pod", IPV6["pod"])):
+        for c in cmds:
+            vpc.sh(getattr(vpc, ns), c.format(veth=veth))
+    p = vpc.start(vpc.vpc, "/usr/bin/python3", "-c", SERVER6_PY,
+                  stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "READY"
+
+
+def test_pod_does_not_reach_the_metadata_service(vpc, net, tmp_path):
+    log = str(tmp_path / "imds.log")
+    imds(vpc, log)
+    net.setup()
+    # The cell itself reaches it (cell-boot, cell-cloudinit, the agent).
+    assert vpc.curl(vpc.cell, IMDS_URL) == "10.0.0.5"
+    # The pod is refused at once (REJECT), for every path.
+    for path in ("meta-data/local-ipv4", "user-data", "meta-data/iam/security-credentials/"):
+        rc, body = curl_rc(vpc, vpc.pod, f"http://{IMDS_IP}/latest/{path}")
+        assert rc == 7 and body == "", (path, rc, body)
+    with open(log) as f:
+        assert f.read().splitlines() == ["GET /latest/meta-data/local-ipv4"]
+    rules = vpc.sh(vpc.cell, "iptables-legacy-save -t filter").stdout
+    veth = f"veth-{vpc.pod[:10]}"
+    assert "-A FORWARD -j CELL-IMDS" in rules
+    assert f"-A CELL-IMDS -d {IMDS_IP}/32 -i {veth} -j REJECT" in rules
+    # IPv6: refused in the cell's FORWARD as well, over a path that would
+    # otherwise carry it.
+    ipv6_path(vpc)
+    assert vpc.curl(vpc.cell, f"http://[{IMDS6_IP}]/") == "imds6"
+    rc, body = curl_rc(vpc, vpc.pod, f"http://[{IMDS6_IP}]/")
+    assert rc == 7 and body == "", (rc, body)
+    rules6 = vpc.sh(vpc.cell, "ip6tables-legacy-save -t filter").stdout
+    assert f"-A CELL-IMDS -d {IMDS6_IP}/128 -i {veth} -j REJECT" in rules6
+    # An operator turns the block off: a later setup removes it...
+    net.setup("--allow-metadata")
+    assert curl_rc(vpc, vpc.pod, IMDS_URL) == (0, "10.0.0.5")
+    assert curl_rc(vpc, vpc.pod, f"http://[{IMDS6_IP}]/") == (0, "imds6")
+    assert "CELL-IMDS" not in vpc.sh(vpc.cell, "iptables-legacy-save").stdout
+    assert "metadata     allowed" in net("show", "--name", vpc.pod).stdout
+    # ...and on again.
+    net.setup()
+    assert curl_rc(vpc, vpc.pod, IMDS_URL)[0] == 7
+    assert "metadata     blocked (present)" in net("show", "--name", vpc.pod).stdout
+    # Teardown removes the rules, both families.
+    net.teardown()
+    assert "CELL-IMDS" not in vpc.sh(vpc.cell, "iptables-legacy-save").stdout
+    assert "CELL-IMDS" not in vpc.sh(vpc.cell, "ip6tables-legacy-save").stdout
 
 
 def test_show_and_check_after_setup(vpc, net):

@@ -19,7 +19,7 @@ from nsfwd import Forward
 from registry import free_port
 from test_agent_api import start_agent
 from test_net import host_untouched  # noqa: F401  (module fixture)
-from vpc import POD_IP, PRIMARY_IP, Vpc
+from vpc import IMDS_IP, POD_IP, PRIMARY_IP, Vpc, imds, run
 from wire import pod_params, unit
 
 FAST = {"CELL_AGENT_BACKOFF_UNIT_MS": "50", "CELL_CGROUP_NEST": "1"}
@@ -167,9 +167,10 @@ def test_agent_kill_9_keeps_the_pod_network(vpc, cell_agent, image):
 
 
 def test_a_new_pod_ip_tears_down_and_sets_up_again(vpc, cell_agent, image):
-    # The kernel registers the legacy nat table on first use and keeps it
-    # (empty) for the namespace's life; a cell has it from boot anyway.
-    vpc.sh(vpc.cell, "iptables-legacy -t nat -S >/dev/null")
+    # The kernel registers the legacy tables on first use and keeps them
+    # (empty) for the namespace's life; a cell has them from boot anyway.
+    vpc.sh(vpc.cell, "iptables-legacy -t nat -S >/dev/null && iptables-legacy -S >/dev/null "
+                     "&& ip6tables-legacy -S >/dev/null")
     before = vpc.snapshot()
     a, c = cell_agent.start()
     c.update_pod(web_pod(image))
@@ -184,7 +185,146 @@ def test_a_new_pod_ip_tears_down_and_sets_up_again(vpc, cell_agent, image):
         time.sleep(0.1)
     assert not os.path.exists(f"/var/run/netns/{vpc.pod}")
     after = vpc.snapshot()
-    for k in ("iptables-legacy", "route", "proxy", "sysctl", "netns"):
+    for k in ("iptables-legacy", "ip6tables-legacy", "route", "proxy", "sysctl", "netns"):
         assert after[k] == before[k], k
     # httpd now listens in the cell's own namespace.
     assert "hello-from-pod" in wait_http(vpc, vpc.peer, f"http://{PRIMARY_IP}/", "hello-from-pod")
+
+
+# ---- the metadata service (issue 27) ----
+
+MD = f"http://{IMDS_IP}/latest"
+CREDS = f"{MD}/meta-data/iam/security-credentials/"
+PROFILE = {"pod.elotl.co/instance-profile":
+           "arn:aws:iam::11123456789:instance-profile/kip-s3-full-access-role"}
+
+
+def sleeper_pod(image: str, **kw) -> dict:
+    u = unit("web", image, command=["/bin/sh", "-c", "exec sleep 3600"])
+    return pod_params("ns_web", units=[u], pod_ip=POD_IP, **kw)
+
+
+def pod_curl(vpc: Vpc, url: str, *extra: str):
+    """curl from the pod's namespace: (exit status, HTTP code, body)."""
+    r = run(*vpc.ns_cmd(vpc.pod, "curl", "-s", "--max-time", "5", "-w", "\\n%{http_code}",
+                        *extra, url), check=False, timeout=20)
+    body, _, code = r.stdout.rpartition("\n")
+    return r.returncode, code, body
+
+
+def unit_get(c, path: str):
+    """GET path from 169.254.169.254 inside the unit (busybox nc: its
+    static wget segfaults here): (exit status, HTTP status, body)."""
+    req = f"GET {path} HTTP/1.0\\r\\nHost: {IMDS_IP}\\r\\n\\r\\n"
+    out, err, code = c.exec("web", ["/bin/sh", "-c",
+                                    f"printf '{req}' | nc -w 5 {IMDS_IP} 80"]).collect()
+    head, _, body = out.decode(errors="replace").partition("\r\n\r\n")
+    status = head.split(" ")[1] if head.startswith("HTTP/") else ""
+    return code, status, body
+
+
+def imds_log(path: str) -> str:
+    """What reached the fake IMDS ("" when nothing did)."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read()
+
+
+def test_pod_does_not_reach_metadata_and_host_network_does(vpc, cell_agent, image, tmp_path):
+    log = str(tmp_path / "imds.log")
+    imds(vpc, log)
+    a, c = cell_agent.start()
+    c.update_pod(sleeper_pod(image))
+    c.wait_status(running, timeout=60)
+    # Neither the unit nor anything else in the pod's namespace.
+    code, status, body = unit_get(c, "/latest/meta-data/local-ipv4")
+    assert status == "" and "10.0.0.5" not in body, (code, status, body)
+    assert pod_curl(vpc, f"{MD}/user-data")[0] == 7
+    assert "user-data" not in imds_log(log)
+    # The block is the cell's: a unit cannot remove it.
+    assert "-A FORWARD -j CELL-IMDS" in vpc.sh(vpc.cell, "iptables-legacy-save").stdout
+    # hostNetwork: the units are the node's and reach it; the pod network,
+    # the block with it, is torn down.
+    c.update_pod(sleeper_pod(image, securityContext={
+        "namespaceOptions": {"network": 2, "pid": 1, "ipc": 1}, "runAsUser": None,
+        "runAsGroup": None, "supplementalGroups": [], "sysctls": []}))
+    c.wait_status(lambda s: running(s) and s["podIP"] == PRIMARY_IP, timeout=60)
+    end = time.monotonic() + 20
+    while os.path.exists(f"/var/run/netns/{vpc.pod}") and time.monotonic() < end:
+        time.sleep(0.1)
+    assert "CELL-IMDS" not in vpc.sh(vpc.cell, "iptables-legacy-save").stdout
+    assert "CELL-IMDS" not in vpc.sh(vpc.cell, "ip6tables-legacy-save").stdout
+    assert unit_get(c, "/latest/meta-data/local-ipv4")[1:] == ("200", "10.0.0.5")
+
+
+TRICKS = [
+    "/latest/user-data",
+    "/latest/meta-data/local-ipv4",
+    "/latest/meta-data/iam/security-credentials/../../user-data",
+    "/latest/meta-data/iam/security-credentials/%2e%2e/%2e%2e/user-data",
+    "/latest/meta-data/iam/security-credentials/%2E%2E%2F%2E%2E%2Fuser-data",
+    "/latest/meta-data/iam/security-credentials/..%2f..%2fuser-data",
+    "/latest/meta-data/iam/security-credentials/cell-role/../../../user-data",
+    "/latest/meta-data/iam/security-credentials/..",
+    "/latest/meta-data/iam/security-credentials/cell-role?/../../user-data",
+    "/latest/meta-data/iam/security-credentials/cell-role%23/../../user-data",
+    "/latest/meta-data/iam/security-credentials//../user-data",
+    "/latest/meta-data/placement/../../user-data",
+    "/latest/%75ser-data",
+    "/latest/meta-data/iam/security-credentials\\..\\..\\user-data",
+    "//latest/user-data",
+]
+
+
+def test_instance_profile_pod_gets_credentials_and_nothing_else(vpc, cell_agent, image,
+                                                                 tmp_path):
+    log = str(tmp_path / "imds.log")
+    imds(vpc, log)
+    a, c = cell_agent.start()
+    c.update_pod(sleeper_pod(image, annotations=PROFILE))
+    c.wait_status(running, timeout=60)
+    # What an SDK does: an IMDSv2 token, the role, its credentials, the
+    # region, the identity document.
+    rc, code, token = pod_curl(vpc, f"{MD}/api/token", "-X", "PUT",
+                               "-H", "X-aws-ec2-metadata-token-ttl-seconds: 21600")
+    assert (rc, code) == (0, "200") and token, (rc, code, token)
+    tok = ("-H", f"X-aws-ec2-metadata-token: {token}")
+    assert pod_curl(vpc, CREDS, *tok) == (0, "200", "cell-role")
+    rc, code, body = pod_curl(vpc, CREDS + "cell-role", *tok)
+    assert (rc, code) == (0, "200") and '"AccessKeyId": "ASIAFAKEFAKEFAKEFAKE"' in body
+    assert pod_curl(vpc, f"{MD}/meta-data/placement/region", *tok) == (0, "200", "us-east-1")
+    # The token went on: the fake IMDS (IMDSv2 optional) refuses a bad one.
+    assert pod_curl(vpc, CREDS, "-H", "X-aws-ec2-metadata-token: nope")[1] == "401"
+    # The unit itself (IMDSv1), and user-data not.
+    assert unit_get(c, "/latest/meta-data/iam/security-credentials/")[1:] == \
+        ("200", "cell-role")
+    assert unit_get(c, "/latest/user-data")[1] == "403"
+    # Never user-data, nor any other path, however spelled.
+    for path in TRICKS:
+        rc, code, body = pod_curl(vpc, f"http://{IMDS_IP}{path}", "--path-as-is", *tok)
+        assert code in ("400", "403", "404"), (path, rc, code, body)
+        assert "SECRET" not in body and "10.0.0.5" not in body, (path, body)
+    for method in ("POST", "DELETE"):
+        assert pod_curl(vpc, CREDS, "-X", method)[1] == "405"
+    # A body on the token request is refused (one head per connection).
+    assert pod_curl(vpc, f"{MD}/api/token", "-X", "PUT", "--data", "x",
+                    "-H", "X-aws-ec2-metadata-token-ttl-seconds: 60")[1] == "400"
+    seen = imds_log(log)
+    assert "user-data" not in seen and "local-ipv4" not in seen, seen
+    # The proxy dies with the agent and a new agent starts another.
+    a.proc.kill()
+    a.proc.wait()
+    assert pod_curl(vpc, CREDS)[0] == 7
+    a, c = cell_agent.start()
+    c.wait_status(running, timeout=30)
+    end = time.monotonic() + 10
+    while pod_curl(vpc, CREDS)[1] != "200" and time.monotonic() < end:
+        time.sleep(0.2)
+    assert pod_curl(vpc, CREDS) == (0, "200", "cell-role")
+    # Without the annotation, the proxy stops: refused again.
+    c.update_pod(sleeper_pod(image))
+    end = time.monotonic() + 10
+    while pod_curl(vpc, CREDS)[0] != 7 and time.monotonic() < end:
+        time.sleep(0.2)
+    assert pod_curl(vpc, CREDS)[0] == 7

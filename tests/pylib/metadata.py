@@ -71,7 +71,7 @@ class Headers(dict):
 class _Server:
     """A threaded HTTP server in a daemon thread; subclasses handle()."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, bind: Tuple[str, int] = ("127.0.0.1", 0)):
         self.requests: List[Tuple[str, str, Headers]] = []
         self.delay = delay
         self.lock = threading.Lock()
@@ -110,10 +110,10 @@ class _Server:
             # opens more connections at once; it then waits 1 s to retry.
             request_queue_size = 128
 
-        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.httpd = Server(bind, Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{bind[0]}:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 

@@ -31,6 +31,9 @@ POD_IP = "10.99.0.50"
 PEER_IP = "10.99.0.20"
 ROUTER_IP = "10.99.0.1"
 INET_IP = "203.0.113.2"
+IMDS_IP = "169.254.169.254"
+PYLIB = os.path.dirname(os.path.abspath(__file__))
+USER_DATA = b"#cloud-config\n# server.key: -----BEGIN EC PRIVATE KEY----- SECRET\n"
 
 
 def run(*args: str, check: bool = True, timeout: float = 30, **kw) -> subprocess.CompletedProcess:
@@ -155,6 +158,7 @@ class Vpc:
         for name, script in (
                 ("iptables-legacy", "iptables-legacy-save"),
                 ("iptables-nft", "iptables-nft-save"),
+                ("ip6tables-legacy", "ip6tables-legacy-save"),
                 ("link", "ip -d link show"),
                 ("addr", "ip -d addr show"),
                 ("route", "ip -4 -d route show table all"),
@@ -167,6 +171,34 @@ class Vpc:
         snap["netns"] = "\n".join(sorted(
             n for n in os.listdir("/var/run/netns") if self.tag in n))
         return snap
+
+
+IMDS_PY = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import metadata
+log = sys.argv[2]
+class Logged(metadata.IMDS):
+    def handle(self, method, path, headers):
+        with open(log, "a") as f:
+            f.write(f"{method} {path}\n")
+        return super().handle(method, path, headers)
+s = Logged(mode="optional", user_data=sys.argv[3].encode(), bind=(sys.argv[4], 80))
+print("READY", flush=True)
+s.thread.join()
+"""
+
+
+def imds(vpc: "Vpc", log: str) -> None:
+    """A fake EC2 metadata service (tests/pylib/metadata.py, IMDSv2
+    optional) at 169.254.169.254:80 in the router's namespace: the cell
+    reaches it through its default route, as an instance reaches the real
+    one through its interface. Every request's method and path is
+    appended to log."""
+    vpc.sh(vpc.vpc, f"ip addr add {IMDS_IP}/32 dev lo")
+    p = vpc.start(vpc.vpc, "/usr/bin/python3", "-c", IMDS_PY, PYLIB, log,
+                  USER_DATA.decode(), IMDS_IP, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "READY", "the fake IMDS did not start"
 
 
 SERVER_PY = r"""
