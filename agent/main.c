@@ -177,8 +177,9 @@ static void usage(FILE *f)
 	    "(/var/lib/cell/seccomp)\n"
 	    "  --metrics-listen ADDR    also serve GET /metrics over plain "
 	    "HTTP\n"
-	    "                           on ADDR (127.0.0.1:9102; off by "
-	    "default)\n"
+	    "                           on ADDR (PORT: 127.0.0.1:PORT; "
+	    "0.0.0.0:PORT,\n"
+	    "                           [::]:PORT explicit; off by default)\n"
 	    "  -v, --verbose            debug logging\n"
 	    "  --version, -h --help\n"
 	    "cell_config.yaml keys itzoFlag-<flag> set flags (\"itzoFlag-port: "
@@ -740,11 +741,8 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		return 1;
 	}
 	if (o->metrics_listen) {
-		char err[320];
-
-		if (metrics_listen(o->metrics_listen, &ml, err, sizeof(err)) <
-		    0) {
-			log_error("%s", err);
+		if (metrics_listen(o->metrics_listen, &ml, &e) < 0) {
+			log_error("%s", e.msg);
 			api_stop(api);
 			sup_stop(ag.sup);
 			return 1;
