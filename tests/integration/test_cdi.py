@@ -407,7 +407,9 @@ def test_cellctl_run_gpu_manifest_and_status_wide(registry, host, image, tmp_pat
         "devices": [{"name": "a", "containerEdits": {"deviceNodes": [host.node("fakefpga")]}}]}))
     m = tmp_path / "gpu.yaml"
     m.write_text(GPU_MANIFEST.replace("IMAGE", image))
-    cell = start_cell(str(tmp_path / "cell"), registry, extra=["--cdi-spec-dirs", host.cdi])
+    cell = start_cell(str(tmp_path / "cell"), registry, extra=["--cdi-spec-dirs", host.cdi,
+                                                                 "--cdi-annotation-kinds",
+                                                                 "nvidia.com/gpu,example.com/fpga"])
     try:
         conv = json.loads(cell.ctl("convert", str(m)).stdout)
         assert conv["spec"]["resources"]["gpu"] == "1"
