@@ -46,14 +46,82 @@ static void push(char ***v, size_t *n, const char *s)
 	(*v)[*n] = NULL;
 }
 
-static void push_list(char ***v, size_t *n, const char *list)
+/* ---- which kinds a pod's annotations may ask for ---- */
+
+/* Set once at start (cdi_set_annotation_kinds), read by the supervisor. */
+static char **ann_kinds;
+static bool ann_kinds_set;
+
+int cdi_set_annotation_kinds(const char *list, struct cerr *e)
+{
+	char **v = NULL;
+	size_t n = 0;
+	cleanup_free char *copy = xstrdup(list ? list : CDI_ANN_KINDS_DEFAULT);
+	char *save = NULL;
+
+	for (char *t = strtok_r(copy, ", \t", &save); t;
+	     t = strtok_r(NULL, ", \t", &save)) {
+		cleanup_free char *q = xasprintf("%s=x", t);
+		char kind[256], name[256];
+
+		if (cdi_parse_name(q, kind, sizeof(kind), name, sizeof(name),
+				   e) < 0 ||
+		    strcmp(kind, t)) {
+			strv_free(v);
+			return cerr_set(e, EINVAL,
+					"--cdi-annotation-kinds: %s is not a "
+					"CDI kind (vendor.com/class)",
+					t);
+		}
+		push(&v, &n, t);
+	}
+	strv_free(ann_kinds);
+	ann_kinds = v;
+	ann_kinds_set = true;
+	return 0;
+}
+
+static bool kind_allowed(const char *kind)
+{
+	if (!ann_kinds_set)
+		return !strcmp(kind, CDI_ANN_KINDS_DEFAULT);
+	for (size_t i = 0; ann_kinds && ann_kinds[i]; i++)
+		if (!strcmp(ann_kinds[i], kind))
+			return true;
+	return false;
+}
+
+/* A request of a kind the agent does not give to annotations becomes a
+ * refusal that cdi_apply reports (cdi_requests has no error to return,
+ * and the unit must not start without what it asked for). A qualified
+ * name never starts with CDI_REFUSED. */
+static void push_request(char ***v, size_t *n, const char *key, const char *req)
+{
+	char kind[256], name[256];
+	struct cerr e = {0};
+	cleanup_free char *why = NULL;
+
+	if (cdi_parse_name(req, kind, sizeof(kind), name, sizeof(name), &e) <
+		0 ||
+	    kind_allowed(kind)) {
+		push(v, n, req); /* a bad name: cdi_resolve says so */
+		return;
+	}
+	why = xasprintf(CDI_REFUSED "annotation %s asks for %s: kind %s is "
+				    "not one pod annotations may ask for "
+				    "(--cdi-annotation-kinds)",
+			key, req, kind);
+	push(v, n, why);
+}
+
+static void push_list(char ***v, size_t *n, const char *key, const char *list)
 {
 	cleanup_free char *copy = xstrdup(list);
 	char *save = NULL;
 
 	for (char *t = strtok_r(copy, ", \t", &save); t;
 	     t = strtok_r(NULL, ", \t", &save))
-		push(v, n, t);
+		push_request(v, n, key, t);
 }
 
 char **cdi_requests(const char *gpu, const struct kv *ann, size_t n_ann)
@@ -61,6 +129,8 @@ char **cdi_requests(const char *gpu, const struct kv *ann, size_t n_ann)
 	char **v = NULL;
 	size_t n = 0;
 
+	/* The pod's own GPUs (spec.resources.gpu, Kip's GPU pods) are the
+	 * agent's decision, not an annotation's: never gated. */
 	if (gpu && *gpu)
 		push(&v, &n, GPU_ALL);
 	for (size_t i = 0; i < n_ann; i++) {
@@ -69,7 +139,7 @@ char **cdi_requests(const char *gpu, const struct kv *ann, size_t n_ann)
 		if (!ann[i].value || (!str_has_prefix(k, CDI_ANN_PREFIX) &&
 				      !str_has_prefix(k, CDI_ANN_ELOTL)))
 			continue;
-		push_list(&v, &n, ann[i].value);
+		push_list(&v, &n, k, ann[i].value);
 	}
 	return v;
 }
@@ -398,6 +468,10 @@ int cdi_apply(const struct cdi_opts *o, char *const *requests,
 
 	if (!requests || !requests[0])
 		return 0;
+	for (size_t i = 0; requests[i]; i++)
+		if (str_has_prefix(requests[i], CDI_REFUSED))
+			return cerr_set(e, EPERM, "CDIDeviceRefused: %s",
+					requests[i] + strlen(CDI_REFUSED));
 	cdi_registry_load(o->dirs, &r, e);
 	for (size_t i = 0; requests[i]; i++)
 		if (str_has_prefix(requests[i], GPU_KIND "=")) {

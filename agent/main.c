@@ -21,6 +21,7 @@
 #include "api.h"
 #include "bootrun.h"
 #include "cleanup.h"
+#include "cdiapply.h"
 #include "cli.h"
 #include "fsutil.h"
 #include "imagecache.h"
@@ -53,6 +54,8 @@ struct opts {
 	 * units' logs: size-rotated; links for log shippers. */
 	const char *agent_log, *containers_log_dir;
 	const char *cdi_spec_dirs; /* CDI spec directories, ':'-separated */
+	/* CDI kinds pod annotations may ask for (NULL: nvidia.com/gpu) */
+	const char *cdi_annotation_kinds;
 	int64_t agent_log_max, container_log_max;
 	int agent_log_files, container_log_files;
 	/* The shared image cache (imagecache.h). */
@@ -112,6 +115,7 @@ static const struct cli_opt opts[] = {
     S("image-cache-mount-opts", ic.mount_opts),
     S("image-cache-mount-cmd", ic.mount_cmd),
     S("cdi-spec-dirs", cdi_spec_dirs),
+    S("cdi-annotation-kinds", cdi_annotation_kinds),
     {"seccomp", CLI_ID_ARG, O_SECCOMP},
     {"metrics-listen", CLI_ID_ARG, O_METRICS_LISTEN},
     {"pod-metadata", CLI_ID_ARG, O_POD_METADATA},
@@ -171,6 +175,9 @@ static void usage(FILE *f)
 	    "  --cdi-spec-dirs D1:D2    CDI spec directories for units' "
 	    "devices\n"
 	    "                           (/etc/cdi:/var/run/cdi)\n"
+	    "  --cdi-annotation-kinds K1,K2  CDI kinds pod annotations may "
+	    "ask\n"
+	    "                           for (nvidia.com/gpu; \"\": none)\n"
 	    "  --seccomp MODE           default (units get the seccomp "
 	    "profile)\n"
 	    "                           or unconfined (units without a\n"
@@ -182,8 +189,9 @@ static void usage(FILE *f)
 	    "(/var/lib/cell/seccomp)\n"
 	    "  --metrics-listen ADDR    also serve GET /metrics over plain "
 	    "HTTP\n"
-	    "                           on ADDR (127.0.0.1:9102; off by "
-	    "default)\n"
+	    "                           on ADDR (PORT: 127.0.0.1:PORT; "
+	    "0.0.0.0:PORT,\n"
+	    "                           [::]:PORT explicit; off by default)\n"
 	    "  --pod-metadata MODE      filter: pods reach no metadata "
 	    "service;\n"
 	    "                           one with an instance profile gets\n"
@@ -745,8 +753,9 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .unconfined = o->seccomp_unconfined,
 	    .localhost_dir = o->seccomp_dir,
 	};
-	/* A bad profile stops the agent here, with its line. */
-	if (seccomp_policy_init(&sco, &e) < 0) {
+	/* A bad profile (or CDI kind) stops the agent here, with its line. */
+	if (seccomp_policy_init(&sco, &e) < 0 ||
+	    cdi_set_annotation_kinds(o->cdi_annotation_kinds, &e) < 0) {
 		log_error("%s", e.msg);
 		return 1;
 	}
@@ -763,11 +772,8 @@ static int run(const struct opts *o, const sigset_t *sigs,
 		return 1;
 	}
 	if (o->metrics_listen) {
-		char err[320];
-
-		if (metrics_listen(o->metrics_listen, &ml, err, sizeof(err)) <
-		    0) {
-			log_error("%s", err);
+		if (metrics_listen(o->metrics_listen, &ml, &e) < 0) {
+			log_error("%s", e.msg);
 			api_stop(api);
 			sup_stop(ag.sup);
 			return 1;

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "buf.h"
+#include "err.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -81,10 +82,14 @@ void metrics_render(struct buf *out);
 /* ---- metrics-listen.c: the plain-HTTP listener ---- */
 
 struct metrics_listener;
-/* addr: "HOST:PORT" (IPv4, or [IPv6]:PORT); serves GET /metrics and GET
- * /rest/v1/metrics only, without TLS (off by default: --metrics-listen). */
-int metrics_listen(const char *addr, struct metrics_listener **out, char *err,
-		   size_t errlen);
+/* addr: "PORT" (on 127.0.0.1), "A.B.C.D:PORT" or "[V6]:PORT"; serves GET
+ * /metrics and GET /rest/v1/metrics only, without TLS (off by default:
+ * --metrics-listen). EINVAL for an address of another form. */
+int metrics_listen(const char *addr, struct metrics_listener **out,
+		   struct cerr *e);
+/* civetweb's listening_ports for addr (caller frees), NULL and EINVAL for
+ * anything but the three forms above. */
+char *metrics_listen_spec(const char *addr, struct cerr *e);
 int metrics_listener_port(const struct metrics_listener *l);
 void metrics_listener_stop(struct metrics_listener *l);
 

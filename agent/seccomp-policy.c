@@ -210,10 +210,13 @@ int seccomp_policy_for(const struct seccomp_ref *unit,
 
 	*bpf = NULL;
 	*len = 0;
-	/* A supervisor run without the agent's start (unit tests) has no
-	 * policy: nothing to apply. */
+	/* Fail closed: a policy never loaded (an agent start that skipped
+	 * seccomp_policy_init, or one that failed) must not read as "no
+	 * filter". */
 	if (!P.ready)
-		return 0;
+		return cerr_set(e, EPERM,
+				"seccomp: the agent's policy is not loaded; "
+				"no unit starts without its filter");
 	if (!r || !r->type)
 		return P.unconfined
 			   ? 0

@@ -23,7 +23,8 @@ struct seccomp_policy_opts {
  * one stops the agent at start with its line). */
 int seccomp_policy_init(const struct seccomp_policy_opts *o, struct cerr *e);
 /* The BPF program for a unit (*bpf NULL: unconfined; caller frees). ref
- * is the unit's seccompProfile, else pod's, else neither. */
+ * is the unit's seccompProfile, else pod's, else neither. EPERM before
+ * seccomp_policy_init has succeeded (fails closed). */
 int seccomp_policy_for(const struct seccomp_ref *unit,
 		       const struct seccomp_ref *pod, char *const *caps,
 		       void **bpf, size_t *len, struct cerr *e);

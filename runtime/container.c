@@ -23,6 +23,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -459,21 +461,62 @@ static int open_optional(int rootfd, const struct mount_op *op, int *fd,
 	return *fd < 0 ? -1 : 1;
 }
 
+/* A mask or a read-only path is a kernel file: the container's procfs or
+ * sysfs. Anything else there (a unit's mount over it, a link the image or
+ * a shared volume put in its way) would take the mask instead of the
+ * file it is for, leaving the file open (runc's CVE-2025-31133 and
+ * CVE-2025-52881 had that shape): refused. */
+static int check_kernel_fs(int fd, const char *target, struct cerr *e)
+{
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return cerr_sys(e, "statfs %s", target);
+	if (sf.f_type != PROC_SUPER_MAGIC && sf.f_type != SYSFS_MAGIC)
+		return cerr_set(e, EXDEV,
+				"%s is not the kernel's (filesystem %#lx): a "
+				"mount or link over it is refused",
+				target, (unsigned long)sf.f_type);
+	return 0;
+}
+
+/* The host's /dev/null, checked to be the null device: the mask is bound
+ * from this descriptor, never from a path looked up again. */
+static int open_devnull(struct cerr *e)
+{
+	int fd = open("/dev/null", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return cerr_sys(e, "open /dev/null");
+	if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode) ||
+	    st.st_rdev != makedev(1, 3)) {
+		close(fd);
+		return cerr_set(e, EXDEV, "/dev/null is not the null device");
+	}
+	return fd;
+}
+
 static int op_mask(int rootfd, const struct mount_op *op, struct cerr *e)
 {
-	cleanup_close int fd = -1;
+	cleanup_close int fd = -1, null = -1;
 	struct stat st;
-	char p[32];
+	char p[32], np[32];
 	int rc = open_optional(rootfd, op, &fd, e);
 
 	if (rc <= 0)
 		return rc;
 	if (fstat(fd, &st) < 0)
 		return cerr_sys(e, "mask %s", op->target);
+	if (check_kernel_fs(fd, op->target, e) < 0)
+		return cerr_prefix(e, "mask");
 	if (S_ISDIR(st.st_mode))
 		rc = mount("tmpfs", fdpath(fd, p), "tmpfs", MS_RDONLY, NULL);
+	else if ((null = open_devnull(e)) < 0)
+		return cerr_prefix(e, "mask %s", op->target);
 	else
-		rc = mount("/dev/null", fdpath(fd, p), NULL, MS_BIND, NULL);
+		rc =
+		    mount(fdpath(null, np), fdpath(fd, p), NULL, MS_BIND, NULL);
 	if (rc < 0)
 		return cerr_sys(e, "mask %s", op->target);
 	return 0;
@@ -487,6 +530,8 @@ static int op_rdonly(int rootfd, const struct mount_op *op, struct cerr *e)
 
 	if (rc <= 0)
 		return rc;
+	if (check_kernel_fs(fd, op->target, e) < 0)
+		return cerr_prefix(e, "read-only");
 	if (mount(fdpath(fd, p), p, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return cerr_sys(e, "bind %s read-only", op->target);
 	return remount_bind(rootfd, op->target, MS_RDONLY | MS_REC, e);
@@ -651,6 +696,24 @@ int ctr_execvpe(char *const *argv, char *const *env, struct cerr *e)
 			"exec %s: executable file not found in $PATH", file);
 }
 
+/* The working directory, which must be inside the container: a path
+ * through /proc/self/fd/N of a descriptor the runtime still holds would
+ * put the workload in a host directory (CVE-2024-21626). The kernel says
+ * "(unreachable)" for a directory outside the root, which getcwd reports
+ * as ENOENT or as a path not starting with '/'. */
+static int ctr_chdir(const char *cwd, struct cerr *e)
+{
+	char buf[PATH_MAX_INPUT];
+
+	if (chdir(cwd) < 0)
+		return cerr_sys(e, "chdir %s", cwd);
+	if (!getcwd(buf, sizeof(buf)) || buf[0] != '/')
+		return cerr_set(e, EXDEV,
+				"working directory %s: outside the container",
+				cwd);
+	return 0;
+}
+
 /* ========================== the container init ========================== */
 
 static int setup_root(const struct ctr_child_args *a, pid_t host_pid,
@@ -752,6 +815,16 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 		if (sysctl_write(c->sysctl_names[i], c->sysctl_values[i], e) <
 		    0)
 			return -1;
+	/* The monitor protects itself from the OOM killer; the unit must
+	 * not inherit that. Written here, through the host's /proc: after
+	 * pivot_root the path is the container's, where a unit's mount over
+	 * /proc/1 could send the write to another file (CVE-2025-52881). */
+	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t w = write(fd, "0", 1);
+		(void)w; /* best effort: an older kernel may refuse */
+		close(fd);
+	}
 	if (hooks_early && wait_go(a->sync_fd, &host_pid) < 0)
 		_exit(127);
 	umask(0);
@@ -764,21 +837,13 @@ static int child_setup(const struct ctr_child_args *a, struct cerr *e)
 	 * the workload (a unit with hooks has its "go" already). */
 	if (hooks_run(c, HOOK_START_CONTAINER, a->bundle, host_pid, e) < 0)
 		return -1;
-	/* The monitor protects itself from the OOM killer; the unit must
-	 * not inherit that. */
-	fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t w = write(fd, "0", 1);
-		(void)w; /* best effort: an older kernel may refuse */
-		close(fd);
-	}
 	if (dup2(a->stdin_fd, 0) < 0 || dup2(a->stdout_fd, 1) < 0 ||
 	    dup2(a->stderr_fd, 2) < 0)
 		return cerr_sys(e, "set up stdio");
 	if (ctr_isolate_keyring(e) < 0 || ctr_set_creds(c, e) < 0)
 		return -1;
-	if (chdir(c->cwd) < 0)
-		return cerr_sys(e, "chdir %s", c->cwd);
+	if (ctr_chdir(c->cwd, e) < 0)
+		return -1;
 	/* Only 0, 1, 2 reach the workload; the sync socket closes on exec,
 	 * which is how the monitor learns that exec succeeded. */
 	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -809,6 +874,11 @@ void ctr_child(const struct ctr_child_args *a)
 
 	/* A monitor that dies takes its container along. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* Until execve this process is cell-monitor, a host binary, and the
+	 * units of a shared PID namespace can see it: not dumpable, so that
+	 * none may open its /proc/PID/exe (or ptrace it) to reach the binary
+	 * (CVE-2019-5736). execve makes the workload dumpable again. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* The monitor's end of the socket came along with clone(); with it
 	 * open here, a dead monitor would never read as EOF. */
 	close(a->peer_fd);
@@ -830,6 +900,10 @@ void ctr_exec_child(const struct ctr_exec_args *a)
 	/* The command dies with its `cell-monitor exec` (a probe that
 	 * timed out is killed that way). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* In the unit's PID namespace, with the unit's credentials, until
+	 * execve: the unit must not reach cell-monitor's binary through our
+	 * /proc/PID/exe (CVE-2019-5736). See ctr_child. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	close(a->peer_fd);
 	reset_signals();
 	/* "0" is the writer itself: this pid is the PID namespace's. */
@@ -852,10 +926,8 @@ void ctr_exec_child(const struct ctr_exec_args *a)
 	}
 	if (ctr_isolate_keyring(&e) < 0 || ctr_set_creds(a->cfg, &e) < 0)
 		child_fail(a->sync_fd, &e);
-	if (chdir(a->cwd) < 0) {
-		cerr_sys(&e, "chdir %s", a->cwd);
+	if (ctr_chdir(a->cwd, &e) < 0)
 		child_fail(a->sync_fd, &e);
-	}
 	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
 	if (ctr_seccomp(a->cfg, true, &e) < 0)
 		child_fail(a->sync_fd, &e);

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 
 import pytest
@@ -172,16 +173,71 @@ def test_cellctl_metrics(tmp_path, registry):
         c.stop()
 
 
+def listening(pid: int) -> set:
+    """(address, port) of every TCP socket pid holds in LISTEN state: its
+    socket descriptors' inodes matched in its namespace's /proc/net/tcp{,6}."""
+    inodes = set()
+    fds = f"/proc/{pid}/fd"
+    for fd in os.listdir(fds):
+        try:
+            link = os.readlink(os.path.join(fds, fd))
+        except FileNotFoundError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = set()
+    for name in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{name}") as f:
+            next(f)
+            for line in f:
+                fl = line.split()
+                local, state, inode = fl[1], fl[3], fl[9]
+                if state == "0A" and inode in inodes:
+                    addr, port = local.split(":")
+                    raw = bytes.fromhex(addr)
+                    # /proc shows each 32-bit word in host (little-endian) order.
+                    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                    fam = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+                    out.add((socket.inet_ntop(fam, raw), int(port, 16)))
+    return out
+
+
 def test_no_metrics_listener_by_default(tmp_path):
     a = start_agent(str(tmp_path / "agent"))
     try:
-        assert "metrics over plain HTTP" not in a.log()
+        # Nothing listens but the API port: no plain-HTTP socket at all.
+        assert {p for _, p in listening(a.proc.pid)} == {a.port}, listening(a.proc.pid)
         ss = samples(a.client().request("GET", "rest/v1/metrics").text)
         assert pick(ss, "cell_agent_uptime_seconds")
         # No pod: no unit series, the agent's own are there.
         assert not pick(ss, "container_cpu_usage_seconds_total")
     finally:
         assert a.stop() == 0
+
+
+def test_metrics_listen_port_alone_is_loopback(tmp_path):
+    """Issue 27: `--metrics-listen PORT` listens on 127.0.0.1 only; an
+    address for every interface has to be written out; anything civetweb
+    would read as more (a list, an 's' suffix, a name) stops the agent."""
+    port = free_port()
+    a = start_agent(str(tmp_path / "agent"), "--metrics-listen", str(port))
+    try:
+        assert ("127.0.0.1", port) in listening(a.proc.pid), listening(a.proc.pid)
+        assert {p for _, p in listening(a.proc.pid)} == {a.port, port}
+        r = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        assert r.status_code == 200 and "cell_agent_uptime_seconds" in r.text
+    finally:
+        assert a.stop() == 0
+    port = free_port()
+    a = start_agent(str(tmp_path / "agent2"), "--metrics-listen", f"0.0.0.0:{port}")
+    try:
+        assert ("0.0.0.0", port) in listening(a.proc.pid), listening(a.proc.pid)
+    finally:
+        assert a.stop() == 0
+    for bad in (f"{port},{port + 1}", f"{port}s", f"localhost:{port}", "99999"):
+        a = start_agent(str(tmp_path / "agent3"), "--metrics-listen", bad, wait=False)
+        assert a.proc.wait(timeout=20) != 0
+        assert "metrics listener" in a.log(), a.log()[-2000:]
 
 
 def test_scrape_during_a_100mb_pull(tmp_path, registry):

@@ -147,9 +147,9 @@ def cell(tmp_path, registry, host):
     emptied and it stops. /dev/nvidiactl is looked for where none is."""
     made = []
 
-    def make(env=None):
+    def make(env=None, extra=()):
         a = start_agent(str(tmp_path / "agent"), "--insecure-registry", registry.host,
-                        "--cdi-spec-dirs", host.cdi + ":" + host.cdi + "-run",
+                        "--cdi-spec-dirs", host.cdi + ":" + host.cdi + "-run", *extra,
                         env={**FAST, "CELL_NVIDIACTL": os.path.join(host.d, "no-nvidiactl"),
                              **(env or {})})
         made.append(a)
@@ -259,7 +259,7 @@ def test_numbered_device_and_annotations(cell, host, image):
         "cdiVersion": "0.3.0", "kind": "example.com/fpga",
         "devices": [{"name": "a", "containerEdits": {
             "deviceNodes": [dict(host.node("fakefpga"), permissions="rw")]}}]}))
-    a, c = cell()
+    a, c = cell(extra=("--cdi-annotation-kinds", "nvidia.com/gpu,example.com/fpga"))
     c.update_pod(pod_params("ns_pod", units=[probe_unit(image)], annotations={
         "pod.elotl.co/cdi-gpu": "nvidia.com/gpu=1",
         "cdi.k8s.io/fpga": "example.com/fpga=a"}))
@@ -270,6 +270,48 @@ def test_numbered_device_and_annotations(cell, host, image):
     assert "open /dev/fakefpga ok" in out and "open /dev/fakegpu1 ok" in out, out
     assert units_by_name(c.status())["gpu"]["devices"] == [
         "nvidia.com/gpu=1", "example.com/fpga=a"]
+
+
+def fpga_spec(host) -> None:
+    host.write("fpga.json", json.dumps({
+        "cdiVersion": "0.3.0", "kind": "example.com/fpga",
+        "devices": [{"name": "a", "containerEdits": {
+            "deviceNodes": [dict(host.node("fakefpga"), permissions="rw")]}}]}))
+
+
+@pytest.mark.parametrize("key", ["cdi.k8s.io/fpga", "pod.elotl.co/cdi-fpga"])
+def test_annotation_of_another_kind_is_refused(cell, host, image, key):
+    """Issue 27: a pod's annotation may ask only for the kinds the agent
+    allows (--cdi-annotation-kinds, default nvidia.com/gpu): a host spec of
+    another kind is not the pod's for the asking. The unit waits with the
+    reason and never starts; the GPU pod's own path is not gated."""
+    host.write_yaml("nvidia.yaml", host.gpu_spec())
+    fpga_spec(host)
+    a, c = cell()
+    c.update_pod(gpu_pod([probe_unit(image)], annotations={key: "example.com/fpga=a"}))
+    r = waiting_reason(c)
+    assert r.startswith(f"CDIDeviceRefused: annotation {key} asks for example.com/fpga=a"), r
+    assert "--cdi-annotation-kinds" in r, r
+    assert "running" not in state_of(c.status(), "gpu")
+    # The GPU kind by annotation, and the pod's own GPUs, still start.
+    c.update_pod(gpu_pod([probe_unit(image)], annotations={key: "nvidia.com/gpu=1"}))
+    out = probe_output(c, timeout=60)
+    assert "open /dev/fakegpu0 ok" in out and "node /dev/fakefpga absent" in out, out
+
+
+def test_annotation_kinds_none_keeps_the_gpu_pod(cell, host, image):
+    """--cdi-annotation-kinds "": no annotation gets a device, the Kip GPU
+    pod (spec.resources.gpu) still gets nvidia.com/gpu=all."""
+    host.write_yaml("nvidia.yaml", host.gpu_spec())
+    a, c = cell(extra=("--cdi-annotation-kinds", ""))
+    c.update_pod(gpu_pod([probe_unit(image)], terminationGracePeriodSeconds=0))
+    assert "open /dev/fakegpu0 ok" in probe_output(c)
+    assert units_by_name(c.status())["gpu"]["devices"] == ["nvidia.com/gpu=all"]
+    c.update_pod(pod_params("ns_pod", units=[probe_unit(image, name="ann")],
+                            annotations={"cdi.k8s.io/g": "nvidia.com/gpu=1"},
+                            terminationGracePeriodSeconds=0))
+    r = waiting_reason(c, name="ann")
+    assert r.startswith("CDIDeviceRefused: annotation cdi.k8s.io/g"), r
 
 
 def waiting_reason(c, name="gpu", timeout=30) -> str:
@@ -365,7 +407,9 @@ def test_cellctl_run_gpu_manifest_and_status_wide(registry, host, image, tmp_pat
         "devices": [{"name": "a", "containerEdits": {"deviceNodes": [host.node("fakefpga")]}}]}))
     m = tmp_path / "gpu.yaml"
     m.write_text(GPU_MANIFEST.replace("IMAGE", image))
-    cell = start_cell(str(tmp_path / "cell"), registry, extra=["--cdi-spec-dirs", host.cdi])
+    cell = start_cell(str(tmp_path / "cell"), registry, extra=["--cdi-spec-dirs", host.cdi,
+                                                                 "--cdi-annotation-kinds",
+                                                                 "nvidia.com/gpu,example.com/fpga"])
     try:
         conv = json.loads(cell.ctl("convert", str(m)).stdout)
         assert conv["spec"]["resources"]["gpu"] == "1"

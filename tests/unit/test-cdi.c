@@ -2,6 +2,7 @@
 /* CDI specs (agent/cdi.c) and their edits in run.json (agent/cdiapply.c):
  * what nvidia-ctk writes parses, a bad spec says why, names resolve (=all,
  * numbered, conflicts), and the edits land as the runtime expects them. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -142,14 +143,47 @@ static void test_requests(void)
 	    {(char *)"cdi.k8s.io/y", (char *)"example.com/dev=a"},
 	    {(char *)"pod.elotl.co/other", (char *)"example.com/dev=z"},
 	};
-	char **v = cdi_requests("1", ann, ARRAY_SIZE(ann));
+	struct kv gpu_ann[] = {
+	    {(char *)"cdi.k8s.io/g", (char *)"nvidia.com/gpu=0"},
+	};
+	struct run_config rc = {0};
+	struct cdi_opts o = {.dirs = "/nonexistent"};
+	struct cerr e = {0};
+	char **v;
 
+	ok(cdi_set_annotation_kinds("nvidia.com/gpu,example.com/dev", &e) == 0,
+	   "kinds set: %s", e.msg);
+	v = cdi_requests("1", ann, ARRAY_SIZE(ann));
 	ok(v && strv_len(v) == 3 && !strcmp(v[0], "nvidia.com/gpu=all") &&
 	       !strcmp(v[1], "example.com/dev=a") &&
 	       !strcmp(v[2], "example.com/dev=b"),
 	   "gpu and annotations, each name once");
 	strv_free(v);
 	ok(cdi_requests("", NULL, 0) == NULL, "no GPU, no annotation: none");
+
+	/* The default: annotations get the GPUs only (issue 27). */
+	ok(cdi_set_annotation_kinds(NULL, &e) == 0, "default kinds");
+	v = cdi_requests("", ann, ARRAY_SIZE(ann));
+	ok(v && cdi_apply(&o, v, &rc, &e) < 0 && e.code == EPERM &&
+	       strstr(e.msg, "CDIDeviceRefused: annotation pod.elotl.co/cdi-x "
+			     "asks for example.com/dev=a"),
+	   "another kind is refused: %s", e.msg);
+	strv_free(v);
+	v = cdi_requests("", gpu_ann, ARRAY_SIZE(gpu_ann));
+	ok(v && strv_len(v) == 1 && !strcmp(v[0], "nvidia.com/gpu=0"),
+	   "a GPU by annotation is allowed");
+	strv_free(v);
+	/* None: the pod's own GPUs still come, an annotation's do not. */
+	ok(cdi_set_annotation_kinds("", &e) == 0, "no kinds");
+	v = cdi_requests("1", gpu_ann, ARRAY_SIZE(gpu_ann));
+	ok(v && strv_len(v) == 2 && !strcmp(v[0], "nvidia.com/gpu=all") &&
+	       str_has_prefix(v[1], CDI_REFUSED),
+	   "spec.resources.gpu is never gated; the annotation is");
+	strv_free(v);
+	ok(cdi_set_annotation_kinds("nvidia.com", &e) < 0 &&
+	       cdi_set_annotation_kinds("a.com/b=c", &e) < 0,
+	   "a malformed kind is refused: %s", e.msg);
+	ok(cdi_set_annotation_kinds(NULL, &e) == 0, "back to the default");
 }
 
 static void test_apply(void)
