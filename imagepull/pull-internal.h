@@ -63,6 +63,7 @@ struct descriptor {
 	char *media_type;
 	char *digest;
 	int64_t size;
+	char *toc_digest; /* eStargz: the TOC's digest annotation, or NULL */
 	bool has_platform;
 	struct platform platform;
 };

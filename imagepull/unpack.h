@@ -68,6 +68,18 @@ struct unpack_policy {
 
 #define UNPACK_RESERVE_DEFAULT UINT64_MAX
 
+/* OCI whiteouts in a layer's names, and overlayfs's mark of an opaque
+ * directory (a whiteout itself becomes a character device 0/0). */
+#define WH_PREFIX ".wh."
+#define WH_META ".wh..wh."
+#define WH_OPAQUE ".wh..wh..opq"
+#define OVL_OPAQUE_XATTR "trusted.overlay.opaque"
+
+/* Extended attributes a layer must never set (overlayfs's own
+ * trusted.overlay.* and user.overlay.*): dropped, as Docker does. The lazy
+ * layers (estargz.c) drop the same. */
+bool unpack_xattr_forbidden(const char *name);
+
 /* The reserve in bytes on a filesystem of size fs_bytes: want, or for
  * UNPACK_RESERVE_DEFAULT 5% of the filesystem and at most 256 MiB (a
  * cell's 10 GB disk keeps 256 MiB; a 1 GiB test image 51 MiB). */
