@@ -1293,6 +1293,30 @@ int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
 	return unpack_archive(a, rootfd, &layer, st, e);
 }
 
+/* eStargz's own entries at a layer's root: its TOC and landmarks. */
+static int skip_estargz_meta(void *ctx, char *name, struct cerr *e)
+{
+	return strcmp(name, "stargz.index.json") &&
+	       strcmp(name, ".prefetch.landmark") &&
+	       strcmp(name, ".no.prefetch.landmark");
+}
+
+int unpack_layer_estargz(struct archive *a, int rootfd, enum unpack_mode mode,
+			 uint64_t reserve, struct unpack_stats *st,
+			 struct cerr *e)
+{
+	const struct unpack_policy layer = {
+	    .mode = mode,
+	    .whiteouts = true,
+	    .xattrs = true,
+	    .reserve_bytes = reserve,
+	    .what = "layer entry",
+	    .map_name = skip_estargz_meta,
+	};
+
+	return unpack_archive(a, rootfd, &layer, st, e);
+}
+
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,
 		    struct unpack_stats *st, struct cerr *e)
 {

@@ -102,6 +102,12 @@ int unpack_archive(struct archive *a, int rootfd,
  * reserve bytes free (see reserve_bytes). */
 int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
 		 uint64_t reserve, struct unpack_stats *st, struct cerr *e);
+/* An eStargz layer (its descriptor names a TOC digest): the same, without
+ * eStargz's own entries at the root (stargz.index.json,
+ * .prefetch.landmark, .no.prefetch.landmark), as a lazy mount shows it. */
+int unpack_layer_estargz(struct archive *a, int rootfd, enum unpack_mode mode,
+			 uint64_t reserve, struct unpack_stats *st,
+			 struct cerr *e);
 /* Convenience for tests and tools: a tar (any compression libarchive knows)
  * from an fd. */
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,

@@ -177,13 +177,15 @@ static void too_many(void)
 {
 	struct esgz_toc t;
 	struct cerr e = {0};
-	size_t n = ESGZ_ENTRIES_MAX + 1, len = 0;
-	char *json = xmalloc(n * 3 + 64);
+	size_t n = ESGZ_ENTRIES_MAX + 1, cap = n * 2 + 64, len = 0;
+	char *json = xmalloc(cap);
 
-	len += (size_t)sprintf(json, "{\"version\":1,\"entries\":[");
-	for (size_t i = 0; i < n; i++)
-		len += (size_t)sprintf(json + len, "%s0", i ? "," : "");
-	len += (size_t)sprintf(json + len, "]}");
+	len += (size_t)snprintf(json, cap, "{\"version\":1,\"entries\":[0");
+	for (size_t i = 1; i < n; i++) {
+		json[len++] = ',';
+		json[len++] = '0';
+	}
+	len += (size_t)snprintf(json + len, cap - len, "]}");
 	ok(esgz_toc_parse(json, len, 10, &t, &e) < 0 &&
 	       strstr(e.msg, "entries"),
 	   "refused: too many entries (%s)", e.msg);
