@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/* A lazy layer as a read-only FUSE file system (libfuse3's low-level
- * API). Inode n + 1 is the TOC's node n, so lookups are a binary search
+/* A lazy layer as a read-only FUSE filesystem, through libfuse3's low-level
+ * API. Inode n + 1 is the TOC's node n, so lookups are a binary search
  * in a directory's sorted entries and nothing is allocated per request.
  * The tree is what unpack.c would write for the layer in overlay form:
  * whiteouts are 0/0 character devices, opaque directories carry
