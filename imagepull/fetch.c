@@ -472,6 +472,7 @@ struct consumer {
 	struct ring *ring;
 	struct cerr *e;
 	uint64_t reserve;
+	bool estargz; /* hide eStargz's own entries, as a lazy mount does */
 	bool failed;
 };
 
@@ -547,7 +548,10 @@ static int consume(struct consumer *c, int rootfd, enum unpack_mode mode,
 	if (archive_read_open(a, c, NULL, read_cb, NULL) != ARCHIVE_OK) {
 		if (!c->failed)
 			cerr_set(e, EIO, "%s", archive_error_string(a));
-	} else if (unpack_layer(a, rootfd, mode, c->reserve, &st, e) == 0) {
+	} else if ((c->estargz ? unpack_layer_estargz(a, rootfd, mode,
+						      c->reserve, &st, e)
+			       : unpack_layer(a, rootfd, mode, c->reserve, &st,
+					      e)) == 0) {
 		while (read_cb(NULL, c, &dummy) > 0)
 			;
 		ret = c->failed ? -1 : 0;
@@ -581,7 +585,10 @@ int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 {
 	struct ring q;
 	struct producer pr = {.f = f, .b = l->blob, .ring = &q};
-	struct consumer c = {.ring = &q, .e = e, .reserve = f->reserve};
+	struct consumer c = {.ring = &q,
+			     .e = e,
+			     .reserve = f->reserve,
+			     .estargz = l->blob->desc->toc_digest != NULL};
 	char got[DIGEST_STR_MAX];
 	pthread_t th;
 	int ret;

@@ -78,6 +78,9 @@ static const char usage_text[] =
     "                           image that needs it fails with \"does not\n"
     "                           fit\" and what it wrote is removed\n"
     "  --unmount DIR            unmount an overlay made with --mount\n"
+    "  --lazy-layer DIGEST      with --mount: serve that eStargz layer of the\n"
+    "                           image read-only through FUSE on DIR, read on\n"
+    "                           demand, until unmounted or SIGTERM\n"
     "  --gc                     remove crash leftovers and unused "
     "blobs/layers\n"
     "  -v, --verbose            more logging (repeat for debug)\n"
@@ -127,6 +130,7 @@ static const struct cli_opt opts[] = {
     {"credentials-fd", CLI_ID_ARG, OPT_CREDS_FD},
     {"keep-free-mib", CLI_ID_ARG, OPT_KEEP_FREE},
     S("shared-cache", o.shared_cache),
+    S("lazy-layer", o.lazy_layer),
     {"populate", CLI_ID_ARG, OPT_POPULATE},
 };
 #undef S
@@ -294,6 +298,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
 		return usage_error("%s",
 				   "--extract-to and --mount exclude each "
 				   "other");
+	if (c->o.lazy_layer && !c->o.mount_at)
+		return usage_error("%s", "--lazy-layer needs --mount");
 	if (c->o.username && !c->o.password)
 		return usage_error("%s", "--username needs --password");
 	c->o.insecure = c->insecure;

@@ -53,6 +53,7 @@ static void descriptor_free(struct descriptor *d)
 {
 	free(d->media_type);
 	free(d->digest);
+	free(d->toc_digest);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -106,7 +107,7 @@ static int parse_platform(const json_t *j, struct platform *p, struct cerr *e)
 static int parse_descriptor(const json_t *j, struct descriptor *d,
 			    bool need_type, bool with_platform, struct cerr *e)
 {
-	const json_t *mt, *dg, *sz, *pf;
+	const json_t *mt, *dg, *sz, *pf, *an, *tocd;
 
 	if (!json_is_object(j))
 		return cerr_set(e, EINVAL, "descriptor is not an object");
@@ -125,6 +126,17 @@ static int parse_descriptor(const json_t *j, struct descriptor *d,
 		return cerr_set(e, EINVAL, "size is missing or not an integer");
 	if (json_integer_value(sz) < 0)
 		return cerr_set(e, EINVAL, "size is negative");
+	an = json_object_get(j, "annotations");
+	tocd = json_is_object(an)
+		   ? json_object_get(an,
+				     "containerd.io/snapshot/stargz/toc.digest")
+		   : NULL;
+	/* An eStargz layer's TOC digest (lazy pulling); one that is not a
+	 * digest makes it an ordinary layer. */
+	if (tocd &&
+	    (!json_is_string(tocd) ||
+	     digest_validate(json_string_value(tocd), &(struct cerr){0}) < 0))
+		tocd = NULL;
 	pf = json_object_get(j, "platform");
 	if (with_platform && pf && !json_is_null(pf)) {
 		if (parse_platform(pf, &d->platform, e) < 0)
@@ -134,6 +146,7 @@ static int parse_descriptor(const json_t *j, struct descriptor *d,
 	d->media_type = mt ? xstrdup(json_string_value(mt)) : NULL;
 	d->digest = xstrdup(json_string_value(dg));
 	d->size = json_integer_value(sz);
+	d->toc_digest = tocd ? xstrdup(json_string_value(tocd)) : NULL;
 	return 0;
 }
 

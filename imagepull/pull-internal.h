@@ -63,6 +63,7 @@ struct descriptor {
 	char *media_type;
 	char *digest;
 	int64_t size;
+	char *toc_digest; /* eStargz: the TOC's digest annotation, or NULL */
 	bool has_platform;
 	struct platform platform;
 };
@@ -155,6 +156,12 @@ typedef int (*blob_sink_fn)(void *arg, const void *p, size_t n, struct cerr *e);
 int registry_stream_blob(struct registry *r, const char *digest,
 			 uint64_t offset, blob_sink_fn sink, void *arg,
 			 struct cerr *e);
+/* Blob bytes [from, from + len) into body (Range; a 206 is required). A
+ * try is cut after CELL_PULL_RANGE_TIMEOUT_MS (20 s) and retried
+ * CELL_PULL_RANGE_RETRIES (2) times: a stalled registry is an error in
+ * bounded time. A 401 renews the token as any request does. */
+int registry_get_range(struct registry *r, const char *digest, uint64_t from,
+		       size_t len, struct buf *body, struct cerr *e);
 /* Change the retries of the next requests (the shared tier's tag fallback
  * asks once); returns the old value. */
 int registry_set_retries(struct registry *r, int retries);

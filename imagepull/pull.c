@@ -18,6 +18,7 @@
 #include "digest.h"
 #include "fetch.h"
 #include "fsutil.h"
+#include "lazy.h"
 #include "log.h"
 #include "pull-internal.h"
 #include "util.h"
@@ -741,6 +742,48 @@ static void fill_result(struct pull *p, struct pull_result *res)
 		    !p->layers[i].needed || p->layers[i].blob->cached;
 }
 
+static void lazy_ready(void *arg)
+{
+	struct pull *p = arg;
+
+	if (p->o->progress) {
+		struct pull_event ev = {.kind = PULL_EV_DONE,
+					.layer = -1,
+					.n_layers = (int)p->m.n_layers};
+		p->o->progress(&ev, p->o->progress_arg);
+	}
+}
+
+/* cell-pull --lazy-layer: one eStargz layer of the resolved image,
+ * served in this process until it is unmounted. */
+static int serve_lazy(struct pull *p, struct cerr *e)
+{
+	const struct descriptor *d = NULL;
+	struct lazy_layer *l;
+	int r;
+
+	for (size_t i = 0; i < p->m.n_layers; i++)
+		if (!strcmp(p->m.layers[i].digest, p->o->lazy_layer))
+			d = &p->m.layers[i];
+	if (!d)
+		return cerr_set(e, ENOENT, "the image has no layer %s",
+				p->o->lazy_layer);
+	if (!p->o->mount_at)
+		return cerr_set(e, EINVAL, "--lazy-layer needs --mount");
+	if (lazy_open(p->reg, &p->cache, d, &l, e) < 0)
+		return -1;
+	r = lazyfs_serve(l, p->o->mount_at, lazy_ready, p, e);
+	log_info("lazy layer %s: %llu bytes on demand (%llu fetches, %llu ms), "
+		 "%llu in the background, %llu chunks refused",
+		 l->digest, (unsigned long long)l->st.ondemand_bytes,
+		 (unsigned long long)l->st.ondemand_fetches,
+		 (unsigned long long)(l->st.ondemand_ns / 1000000),
+		 (unsigned long long)l->st.background_bytes,
+		 (unsigned long long)l->st.refused);
+	lazy_close(l);
+	return r;
+}
+
 static int pull_once(const struct pull_opts *o, struct pull_result *res,
 		     struct cerr *e)
 {
@@ -752,6 +795,10 @@ static int pull_once(const struct pull_opts *o, struct pull_result *res,
 	p.cache.fd = p.cache.gc_lock = -1;
 	if (setup(&p, o, e) < 0 || resolve(&p, e) < 0)
 		goto out;
+	if (o->lazy_layer) {
+		ret = serve_lazy(&p, e);
+		goto out;
+	}
 	if (o->progress) {
 		struct pull_event ev = {.kind = PULL_EV_RESOLVED,
 					.layer = -1,

@@ -78,6 +78,11 @@ struct pull_opts {
 	const char *shared_cache;
 	/* Write the workdir as a shared cache (cell-pull --populate). */
 	bool populate;
+	/* Serve this eStargz layer of the image (its blob digest) read-only
+	 * through FUSE at mount_at, chunks fetched on demand, until it is
+	 * unmounted or a SIGTERM comes (cell-pull --lazy-layer). PULL_EV_DONE
+	 * says the mount is ready. */
+	const char *lazy_layer;
 	pull_progress_fn progress;
 	void *progress_arg;
 };

@@ -39,6 +39,8 @@ struct registry {
 	long max_recv_speed; /* test seam: CELL_PULL_MAX_RECV_SPEED */
 	long retry_base_ms;  /* test seam: CELL_PULL_RETRY_BASE_MS */
 	long connect_ms;     /* test seam: CELL_PULL_CONNECT_TIMEOUT_MS */
+	long range_ms; /* a range read's limit: CELL_PULL_RANGE_TIMEOUT_MS */
+	int range_retries; /* and its retries: CELL_PULL_RANGE_RETRIES */
 	CURLSH *share;
 	pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST];
 	pthread_mutex_t auth_mu;
@@ -51,7 +53,11 @@ struct registry {
 struct req {
 	char *url;
 	const char *accept;
-	uint64_t range_from; /* 0: no Range header */
+	uint64_t range_from; /* 0: no Range header (unless ranged) */
+	uint64_t range_to;   /* ranged: the last byte wanted */
+	bool ranged;	     /* a bounded range read (lazy layers) */
+	long timeout_ms;     /* whole attempt, 0: none */
+	int retries;	     /* -1: the registry's */
 	long status;
 	char *ctype, *www_auth, *content_range;
 	struct buf errbody;
@@ -182,6 +188,8 @@ int registry_open(const struct image_ref *ref, const struct registry_opts *o,
 	r->max_recv_speed = env_long("CELL_PULL_MAX_RECV_SPEED", 0);
 	r->retry_base_ms = env_long("CELL_PULL_RETRY_BASE_MS", 250);
 	r->connect_ms = env_long("CELL_PULL_CONNECT_TIMEOUT_MS", 10000);
+	r->range_ms = env_long("CELL_PULL_RANGE_TIMEOUT_MS", 20000);
+	r->range_retries = (int)env_long("CELL_PULL_RANGE_RETRIES", 2);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&r->share_mu[i], NULL);
 	pthread_mutex_init(&r->auth_mu, NULL);
@@ -289,6 +297,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 		buf_append(&q->errbody, p, len < room ? len : room, NULL);
 		return len;
 	}
+	if (q->ranged && q->status != 206) {
+		cerr_set(q->sink_e, EPROTO,
+			 "the registry answered a range read with HTTP %ld",
+			 q->status);
+		q->sink_failed = true;
+		return 0;
+	}
 	if (q->status == 206 && !q->range_checked) {
 		unsigned long long from = ~0ull;
 		if (!q->content_range ||
@@ -364,11 +379,21 @@ static CURL *easy_for(struct registry *r, struct req *q,
 	}
 	if (auth)
 		*hdrs = curl_slist_append(*hdrs, auth);
-	if (q->range_from) {
+	if (q->ranged) {
+		snprintf(range, sizeof(range), "Range: bytes=%llu-%llu",
+			 (unsigned long long)q->range_from,
+			 (unsigned long long)q->range_to);
+		*hdrs = curl_slist_append(*hdrs, range);
+	} else if (q->range_from) {
 		snprintf(range, sizeof(range), "Range: bytes=%llu-",
 			 (unsigned long long)q->range_from);
 		*hdrs = curl_slist_append(*hdrs, range);
 	}
+	/* A range read serves a process blocked in read(2): a stalled
+	 * registry must give it an error in bounded time, not 30 s of
+	 * silence per try. */
+	if (q->timeout_ms)
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, q->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
 	return h;
 }
@@ -534,7 +559,7 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 static int fetch_token(struct registry *r, const struct www_auth *w,
 		       char **token, long *expires, struct cerr *e)
 {
-	struct req q = {0};
+	struct req q = {.retries = -1};
 	struct buf body;
 	cleanup_free char *scope = NULL, *basic = NULL;
 	CURL *esc = curl_easy_init();
@@ -661,6 +686,8 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 		c = perform(r, q, auth, cmsg, sizeof(cmsg));
 		if (q->sink_failed)
 			return -1;
+		int max_retries = q->retries >= 0 ? q->retries : r->retries;
+
 		if (q->sink && q->delivered) {
 			/* Resume after what arrived; progress earns fresh
 			 * retries. */
@@ -681,7 +708,7 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 		if (c == CURLE_SSL_CONNECT_ERROR &&
 		    strstr(cmsg, "wrong version number") && to_plain_http(r, q))
 			continue;
-		if (!retry || attempt >= r->retries) {
+		if (!retry || attempt >= max_retries) {
 			r->unreachable = retry;
 			if (c == CURLE_SSL_CONNECT_ERROR &&
 			    strstr(cmsg, "wrong version number"))
@@ -702,7 +729,7 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 		if (c == CURLE_OK)
 			snprintf(cmsg, sizeof(cmsg), "HTTP %ld", q->status);
 		log_info("%s: %s; retrying (%d of %d)", q->url, cmsg,
-			 attempt + 1, r->retries);
+			 attempt + 1, max_retries);
 		backoff(r, attempt++);
 	}
 }
@@ -731,7 +758,7 @@ static int run_req(struct registry *r, struct req *q, const char *what,
 int registry_get_manifest(struct registry *r, const char *reference,
 			  struct buf *body, char **content_type, struct cerr *e)
 {
-	struct req q = {.accept = MT_ACCEPT, .body = body};
+	struct req q = {.accept = MT_ACCEPT, .body = body, .retries = -1};
 
 	q.url = xasprintf("%s/v2/%s/manifests/%s", r->base, r->repository,
 			  reference);
@@ -741,7 +768,7 @@ int registry_get_manifest(struct registry *r, const char *reference,
 int registry_get_blob(struct registry *r, const char *digest, struct buf *body,
 		      struct cerr *e)
 {
-	struct req q = {.body = body};
+	struct req q = {.body = body, .retries = -1};
 
 	q.url = xasprintf("%s/v2/%s/blobs/%s", r->base, r->repository, digest);
 	return run_req(r, &q, "blob", digest, NULL, e);
@@ -751,10 +778,33 @@ int registry_stream_blob(struct registry *r, const char *digest,
 			 uint64_t offset, blob_sink_fn sink, void *arg,
 			 struct cerr *e)
 {
-	struct req q = {.sink = sink, .sink_arg = arg, .range_from = offset};
+	struct req q = {
+	    .sink = sink, .sink_arg = arg, .range_from = offset, .retries = -1};
 
 	q.url = xasprintf("%s/v2/%s/blobs/%s", r->base, r->repository, digest);
 	return run_req(r, &q, "blob", digest, NULL, e);
+}
+
+int registry_get_range(struct registry *r, const char *digest, uint64_t from,
+		       size_t len, struct buf *body, struct cerr *e)
+{
+	struct req q = {.body = body,
+			.ranged = true,
+			.range_from = from,
+			.range_to = from + len - 1,
+			.timeout_ms = r->range_ms,
+			.retries = r->range_retries};
+
+	if (!len)
+		return cerr_set(e, EINVAL, "an empty range");
+	q.url = xasprintf("%s/v2/%s/blobs/%s", r->base, r->repository, digest);
+	if (run_req(r, &q, "blob", digest, NULL, e) < 0)
+		return -1;
+	if (body->len != len)
+		return cerr_set(
+		    e, EPROTO, "blob %s: range %llu+%zu: %zu bytes came",
+		    digest, (unsigned long long)from, len, body->len);
+	return 0;
 }
 
 int registry_set_retries(struct registry *r, int retries)

@@ -63,11 +63,6 @@
 /* How much of an entry name goes into an error message. */
 #define MSG_NAME_MAX 240
 
-#define WH_PREFIX ".wh."
-#define WH_META ".wh..wh."
-#define WH_OPAQUE ".wh..wh..opq"
-#define OVL_OPAQUE_XATTR "trusted.overlay.opaque"
-
 static inline void archive_read_freep(struct archive **a)
 {
 	if (*a)
@@ -449,7 +444,7 @@ static void entry_times(struct archive_entry *ent, struct timespec ts[2])
  * (opaque, redirect, metacopy, whiteout …) in trusted.overlay.* — and in
  * user.overlay.* when mounted with userxattr — so a layer that carried them
  * could forge what overlayfs believes about the tree. */
-static bool xattr_forbidden(const char *n)
+bool unpack_xattr_forbidden(const char *n)
 {
 	return str_has_prefix(n, "trusted.overlay.") ||
 	       str_has_prefix(n, "user.overlay.");
@@ -486,7 +481,7 @@ static int apply_xattrs(struct unpacker *u, struct archive_entry *ent, int fd,
 			return cerr_set(u->e, E2BIG,
 					"extended attributes exceed %d bytes",
 					XATTR_ENTRY_MAX);
-		if (xattr_forbidden(xn))
+		if (unpack_xattr_forbidden(xn))
 			continue;
 		r = fd >= 0 ? fsetxattr(fd, xn, xv, xs, 0)
 			    : lsetxattr(proc, xn, xv, xs, 0);
@@ -1293,6 +1288,30 @@ int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
 	    .xattrs = true,
 	    .reserve_bytes = reserve,
 	    .what = "layer entry",
+	};
+
+	return unpack_archive(a, rootfd, &layer, st, e);
+}
+
+/* eStargz's own entries at a layer's root: its TOC and landmarks. */
+static int skip_estargz_meta(void *ctx, char *name, struct cerr *e)
+{
+	return strcmp(name, "stargz.index.json") &&
+	       strcmp(name, ".prefetch.landmark") &&
+	       strcmp(name, ".no.prefetch.landmark");
+}
+
+int unpack_layer_estargz(struct archive *a, int rootfd, enum unpack_mode mode,
+			 uint64_t reserve, struct unpack_stats *st,
+			 struct cerr *e)
+{
+	const struct unpack_policy layer = {
+	    .mode = mode,
+	    .whiteouts = true,
+	    .xattrs = true,
+	    .reserve_bytes = reserve,
+	    .what = "layer entry",
+	    .map_name = skip_estargz_meta,
 	};
 
 	return unpack_archive(a, rootfd, &layer, st, e);

@@ -68,6 +68,18 @@ struct unpack_policy {
 
 #define UNPACK_RESERVE_DEFAULT UINT64_MAX
 
+/* OCI whiteouts in a layer's names, and overlayfs's mark of an opaque
+ * directory (a whiteout itself becomes a character device 0/0). */
+#define WH_PREFIX ".wh."
+#define WH_META ".wh..wh."
+#define WH_OPAQUE ".wh..wh..opq"
+#define OVL_OPAQUE_XATTR "trusted.overlay.opaque"
+
+/* Extended attributes a layer must never set (overlayfs's own
+ * trusted.overlay.* and user.overlay.*): dropped, as Docker does. The lazy
+ * layers (estargz.c) drop the same. */
+bool unpack_xattr_forbidden(const char *name);
+
 /* The reserve in bytes on a filesystem of size fs_bytes: want, or for
  * UNPACK_RESERVE_DEFAULT 5% of the filesystem and at most 256 MiB (a
  * cell's 10 GB disk keeps 256 MiB; a 1 GiB test image 51 MiB). */
@@ -90,6 +102,12 @@ int unpack_archive(struct archive *a, int rootfd,
  * reserve bytes free (see reserve_bytes). */
 int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
 		 uint64_t reserve, struct unpack_stats *st, struct cerr *e);
+/* An eStargz layer (its descriptor names a TOC digest): the same, without
+ * eStargz's own entries at the root (stargz.index.json,
+ * .prefetch.landmark, .no.prefetch.landmark), as a lazy mount shows it. */
+int unpack_layer_estargz(struct archive *a, int rootfd, enum unpack_mode mode,
+			 uint64_t reserve, struct unpack_stats *st,
+			 struct cerr *e);
 /* Convenience for tests and tools: a tar (any compression libarchive knows)
  * from an fd. */
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,

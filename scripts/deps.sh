@@ -15,10 +15,12 @@ PKGS=(
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
 	libseccomp-dev # the units' seccomp filters (agent/seccomp-policy.c compiles them)
+	libfuse3-dev fuse3 # lazy eStargz layers (imagepull/lazyfs.c)
 	golang-github-containers-common # its seccomp.json is built in as the default profile
 	dpkg-dev # apt-get source: civetweb is built from Debian's source package
 	# tests: real parts
 	docker-registry apache2-utils busybox-static skopeo umoci runc
+	containerd stargz-snapshotter # ctr-remote converts test images to eStargz
 	python3-pytest python3-requests python3-cryptography python3-websocket
 	python3-prometheus-client # agent: the metrics tests parse with its text parser
 	python3-botocore # cloudinit: checks the fake IMDS against a real client

@@ -51,6 +51,7 @@ class Rule:
     code: int = 503             # status
     seconds: float = 0.0        # delay
     body: bytes = b""           # replace
+    headers: Optional[Dict[str, str]] = None  # status: extra reply headers
     times: Optional[int] = None
     hits: int = 0
 
@@ -137,8 +138,10 @@ class Proxy:
         return self.add(Rule("drop", f"/blobs/{digest}", offset=nbytes, times=times))
 
     def status(self, match: str, code: int, times: Optional[int] = None,
-               method: Optional[str] = "GET") -> Rule:
-        return self.add(Rule("status", match, method=method, code=code, times=times))
+               method: Optional[str] = "GET",
+               headers: Optional[Dict[str, str]] = None) -> Rule:
+        return self.add(Rule("status", match, method=method, code=code, times=times,
+                             headers=headers))
 
     def replace(self, match: str, data: bytes, times: Optional[int] = None) -> Rule:
         return self.add(Rule("replace", match, body=data, times=times))
@@ -180,7 +183,8 @@ class Proxy:
 
         if rule and rule.action == "status":
             return self._simple(h, rec, rule.code,
-                                b'{"errors":[{"code":"UNAVAILABLE","message":"injected"}]}')
+                                b'{"errors":[{"code":"UNAVAILABLE","message":"injected"}]}',
+                                rule.headers)
         if rule and rule.action == "delay":
             time.sleep(rule.seconds)
 
@@ -268,9 +272,12 @@ class Proxy:
             pass
 
     @staticmethod
-    def _simple(h, rec, code: int, body: bytes) -> None:
+    def _simple(h, rec, code: int, body: bytes,
+                headers: Optional[Dict[str, str]] = None) -> None:
         rec.status = code
         h.send_response(code)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
