@@ -80,6 +80,24 @@ static bool in_use(char *const *args, const char *dir)
 	return false;
 }
 
+void run_dir_remove(const char *run)
+{
+	struct cerr e = {0};
+	char **mps;
+
+	/* Kills what is left in the cgroups of a dead monitor; a live one's
+	 * run is never handed here. */
+	if (runtime_cleanup(run, &e) < 0)
+		log_warn("clean up %s: %s", run, e.msg);
+	mps = fs_mounts_beneath(run);
+	for (size_t i = 0; mps && mps[i]; i++)
+		if (umount2(mps[i], MNT_DETACH) < 0 && errno != EINVAL)
+			log_warn("unmount %s: %m", mps[i]);
+	strv_free(mps);
+	if (fs_rm_rf(run, &e) < 0)
+		log_warn("remove %s: %s", run, e.msg);
+}
+
 bool run_dir_in_use(const char *run)
 {
 	char **args = live_args(run);
