@@ -190,20 +190,43 @@ void unit_probe(struct supervisor *s, struct unit_rec *u);
 void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 		     const struct probe_job *j);
 
-/* hooks.c: lifecycle hooks on the probe runner's threads */
-/* Right after a run started: start its postStart hook (true when there is
- * one; the unit is then neither started nor ready until it ends). */
-bool hook_post_start(struct supervisor *s, struct unit_rec *u);
+/* hooks.c: lifecycle hooks on the probe runner's threads. It decides;
+ * unit.c carries out what a hook's end asks for (hook_done's step). */
+#define HOOK_MIN_GRACE_S 2 /* the kubelet's minimumGracePeriodInSeconds */
+enum hook_next {
+	HOOK_NOTHING, /* that run or that stop is over: nothing follows */
+	HOOK_STARTED, /* postStart succeeded: started, ready, probes begin */
+	HOOK_KILL,    /* postStart failed (kill_reason set): stop the unit */
+	HOOK_SIGNAL,  /* preStop ended: send the stop signal with grace_s */
+};
+struct hook_step {
+	enum hook_next next;
+	int64_t grace_s;
+};
+/* Right after a run (in directory run) started: start its postStart hook
+ * (true when there is one; the unit is then neither started nor ready
+ * until it ends). */
+bool hook_post_start(struct supervisor *s, struct unit_rec *u, const char *run);
 /* Before the stop signal: start the preStop hook with the grace period
- * as its bound (true when there is one: the signal waits for it). */
-bool hook_pre_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
-/* A hook attempt's result: postStart success lets probes begin, failure
- * kills the unit (FailedPostStartHook); preStop's end sends the signal
- * with what is left of the grace (2 s at least, as the kubelet). */
-void hook_done(struct supervisor *s, struct unit_rec *u,
-	       const struct probe_job *j);
-/* unit.c, for hooks.c */
-void unit_probes_restart(struct supervisor *s, struct unit_rec *u);
+ * as its bound, the grace counted from now (true when there is one: the
+ * signal waits for it). */
+bool hook_pre_stop(struct supervisor *s, struct unit_rec *u, const char *run,
+		   int64_t grace);
+/* A hook attempt's result, and what unit.c does next: postStart success
+ * lets probes begin, failure kills the unit (FailedPostStartHook);
+ * preStop's end (success, failure or cut at the grace) sends the signal
+ * with what is left of the grace, HOOK_MIN_GRACE_S at least. Needs no
+ * spec: a removed unit has none by then. */
+struct hook_step hook_done(struct supervisor *s, struct unit_rec *u,
+			   const struct probe_job *j);
+/* The run ended: a hook still under way decides nothing any more. */
+void hook_run_over(struct unit_rec *u);
+/* The agent stops before a preStop hook's end: the signal goes now, with
+ * what is left of the grace (HOOK_SIGNAL; nothing when none runs). */
+struct hook_step hook_abandon(struct supervisor *s, struct unit_rec *u);
+/* unit.c: carry out what hook_done or hook_abandon asked for. */
+void unit_hook_follow(struct supervisor *s, struct unit_rec *u,
+		      struct hook_step step);
 void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
 
 /* deadline.c: past spec.activeDeadlineSeconds, stop every unit with the
@@ -219,8 +242,9 @@ char *pending_status_json(const char *text, const struct pod_spec *next,
 
 /* sweep.c */
 /* After restore: remove unit directories, runs, mounts and cgroups no
- * record names and no live process uses; adopt (as removed) and stop a
- * unit no longer in the spec whose monitor still runs. */
+ * record names and no live process uses; add a record (removed, not yet
+ * adopted) for a unit no longer in the spec whose monitor still runs: the
+ * caller adopts and stops it. */
 void sweep_at_start(struct supervisor *s);
 /* With no unit running or stopping: remove the pod's now empty cgroup
  * directory in each hierarchy (once per emptying). */

@@ -9,6 +9,7 @@
  * units are re-adopted through their monitors. */
 #include <errno.h>
 #include <malloc.h>
+#include <poll.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -218,6 +219,8 @@ static bool restart_marked(const struct supervisor *s)
 static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 			    const struct pod_spec *next)
 {
+	bool pod_restart = false;
+
 	for (size_t i = 0; i < p->n; i++) {
 		const struct plan_action *a = &p->v[i];
 		struct unit_rec *u =
@@ -227,11 +230,7 @@ static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 		case PLAN_POD_RESTART:
 			s->pod_restarting = true;
 			restart_mark(s, true);
-			/* Every record goes with the old spec. */
-			for (size_t k = 0; k < s->n_units; k++) {
-				s->units[k].spec = NULL;
-				s->units[k].removed = true;
-			}
+			pod_restart = true;
 			break;
 		case PLAN_REMOVE:
 			u->removed = true;
@@ -255,6 +254,12 @@ static void apply_spec_plan(struct supervisor *s, const struct plan *p,
 		default:
 			break;
 		}
+	}
+	/* Every record goes with the old spec; only after the stops, which
+	 * start each unit's preStop hook from it. */
+	for (size_t k = 0; k < s->n_units && pod_restart; k++) {
+		s->units[k].spec = NULL;
+		s->units[k].removed = true;
 	}
 }
 
@@ -803,6 +808,52 @@ static void take_probe_results(struct supervisor *s)
 	}
 }
 
+/* The agent is stopping while preStop hooks run: nothing would act on
+ * their ends (the next agent does not know they ran), and a stop a
+ * monitor was never asked for leaves the unit running for good. So the
+ * loop waits for those hooks, each cut at its grace by the probe runner,
+ * and sends each signal as it would have; the monitors carry the stops
+ * out after the agent has gone. A result later than its grace and a
+ * little more is not waited for: the signal goes without it. */
+#define HOOK_WAIT_SLACK_NS (2 * 1000000000ull)
+
+static uint64_t pre_stops_due(const struct supervisor *s)
+{
+	uint64_t due = 0;
+
+	for (size_t i = 0; i < s->n_units; i++) {
+		const struct unit_rec *u = &s->units[i];
+		uint64_t t = u->stop_begin_ns +
+			     (uint64_t)u->stop_grace_s * 1000000000ull +
+			     HOOK_WAIT_SLACK_NS;
+
+		if (u->phase == PH_RUNNING && u->pre_stop_pending && t > due)
+			due = t;
+	}
+	return due;
+}
+
+static void finish_pre_stops(struct supervisor *s)
+{
+	uint64_t due, now;
+
+	if (pre_stops_due(s))
+		log_info("stopping: waiting for the preStop hooks under way");
+	while ((due = pre_stops_due(s)) && (now = s->ops->now()) < due) {
+		struct pollfd p = {.fd = s->probes.evfd, .events = POLLIN};
+
+		if (poll(&p, 1, (int)((due - now) / 1000000) + 1) < 0 &&
+		    errno != EINTR)
+			break;
+		take_probe_results(s);
+	}
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+
+		unit_hook_follow(s, u, hook_abandon(s, u));
+	}
+}
+
 /* Free heap back to the kernel once the loop has been quiet a while: what
  * a burst of specs, streams and status texts left free in malloc's arenas
  * is otherwise kept at its high-water mark (docs/agent.md "Soak"). Once
@@ -864,6 +915,7 @@ static void *sup_main(void *arg)
 		if (quit) {
 			free(body);
 			spec_drop(spec);
+			finish_pre_stops(s);
 			return NULL;
 		}
 		if (body)
@@ -964,6 +1016,21 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 		s->insecure[i] = xstrdup(o->insecure_registries[i]);
 }
 
+/* The records sweep_at_start added: units no longer in the spec whose
+ * monitors still run (the agent died while stopping them). Adopted and
+ * stopped; with no spec left, no preStop runs. */
+static void stop_swept(struct supervisor *s)
+{
+	for (size_t i = 0; i < s->n_units; i++) {
+		struct unit_rec *u = &s->units[i];
+
+		if (!u->removed || u->spec || u->pidfd >= 0)
+			continue;
+		unit_adopt(s, u);
+		unit_stop(s, u, s->has_spec ? s->spec.termination_grace_s : 0);
+	}
+}
+
 int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 {
 	struct supervisor *s = xcalloc(1, sizeof(*s));
@@ -996,6 +1063,7 @@ int sup_start(const struct sup_opts *o, struct supervisor **out, struct cerr *e)
 		return -1;
 	restore(s);
 	sweep_at_start(s);
+	stop_swept(s);
 	netagent_restore(s);
 	publish(s);
 	if (pthread_create(&s->th, NULL, sup_main, s) != 0)

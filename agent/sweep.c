@@ -6,9 +6,10 @@
  * agent sweeps everything below <state>/units and the pod's cgroups that no
  * record names. Nothing a live unit owns is touched: a run directory that
  * a running process names (its monitor, an exec, a pull) stays, and a
- * removed unit whose monitor still runs is adopted as removed and stopped
- * the normal way. Also here: the pod's cgroup directories, removed in each
- * hierarchy once the pod has no unit left. */
+ * removed unit whose monitor still runs gets a record, marked removed,
+ * that the supervisor adopts and stops the normal way. Also here: the
+ * pod's cgroup directories, removed in each hierarchy once the pod has no
+ * unit left. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +78,24 @@ static bool in_use(char *const *args, const char *dir)
 		    ((*args)[dl] == '\0' || (*args)[dl] == '/'))
 			return true;
 	return false;
+}
+
+void run_dir_remove(const char *run)
+{
+	struct cerr e = {0};
+	char **mps;
+
+	/* Kills what is left in the cgroups of a dead monitor; a live one's
+	 * run is never handed here. */
+	if (runtime_cleanup(run, &e) < 0)
+		log_warn("clean up %s: %s", run, e.msg);
+	mps = fs_mounts_beneath(run);
+	for (size_t i = 0; mps && mps[i]; i++)
+		if (umount2(mps[i], MNT_DETACH) < 0 && errno != EINVAL)
+			log_warn("unmount %s: %m", mps[i]);
+	strv_free(mps);
+	if (fs_rm_rf(run, &e) < 0)
+		log_warn("remove %s: %s", run, e.msg);
 }
 
 bool run_dir_in_use(const char *run)
@@ -150,8 +169,8 @@ static int sweep_runs(const char *dir, const char *name, int keep_a, int keep_b,
 }
 
 /* A unit no longer in the spec whose monitor still runs (the agent died
- * while stopping it): adopted as removed, so it stops and goes the normal
- * way. */
+ * while stopping it): a record, marked removed, so that the supervisor
+ * adopts and stops it and it goes the normal way. */
 static void adopt_removed(struct supervisor *s, const char *dir,
 			  const char *name, bool is_init)
 {
@@ -178,8 +197,6 @@ static void adopt_removed(struct supervisor *s, const char *dir,
 	log_info("unit %s: no longer in the spec and still running; stopping "
 		 "it",
 		 name);
-	unit_adopt(s, u);
-	unit_stop(s, u, s->has_spec ? s->spec.termination_grace_s : 0);
 }
 
 static const struct unit_rec *rec_of_dir(const struct supervisor *s,

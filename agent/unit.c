@@ -62,24 +62,6 @@ static void set_waiting(struct unit_rec *u, const char *reason, bool failure)
 	u->state.start_failure = failure;
 }
 
-void run_dir_remove(const char *run)
-{
-	struct cerr e = {0};
-	char **mps;
-
-	/* Kills what is left in the cgroups of a dead monitor; a live one's
-	 * run is never handed here. */
-	if (runtime_cleanup(run, &e) < 0)
-		log_warn("clean up %s: %s", run, e.msg);
-	mps = fs_mounts_beneath(run);
-	for (size_t i = 0; mps && mps[i]; i++)
-		if (umount2(mps[i], MNT_DETACH) < 0 && errno != EINVAL)
-			log_warn("unmount %s: %m", mps[i]);
-	strv_free(mps);
-	if (fs_rm_rf(run, &e) < 0)
-		log_warn("remove %s: %s", run, e.msg);
-}
-
 /* Remove a run's directory, unmounting its rootfs first. */
 void unit_drop_run(const struct unit_rec *u, int seq)
 {
@@ -478,13 +460,12 @@ void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd)
 /* Probes count from now: a unit that starts running, and one re-adopted
  * after an agent restart, waits out its initial delays again (as after a
  * kubelet restart) and is ready only once its readiness probe says so. */
-void unit_probes_restart(struct supervisor *s, struct unit_rec *u)
+static void unit_probes_restart(struct supervisor *s, struct unit_rec *u)
 {
 	struct probe_outcome out;
 
 	if (!u->spec)
 		return;
-	u->post_start_pending = false;
 	probes_init(&u->probes, u->spec, s->ops->now());
 	probes_outcome(&u->probes, u->spec, &out);
 	u->started = out.started;
@@ -531,13 +512,32 @@ void unit_probe(struct supervisor *s, struct unit_rec *u)
 	}
 }
 
+/* What a hook's end asks for (hooks.c decides, this file acts). */
+void unit_hook_follow(struct supervisor *s, struct unit_rec *u,
+		      struct hook_step step)
+{
+	switch (step.next) {
+	case HOOK_STARTED:
+		unit_probes_restart(s, u);
+		break;
+	case HOOK_KILL:
+		unit_stop(s, u, step.grace_s);
+		break;
+	case HOOK_SIGNAL:
+		unit_send_stop(s, u, step.grace_s);
+		break;
+	case HOOK_NOTHING:
+		break;
+	}
+}
+
 void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 		     const struct probe_job *j)
 {
 	struct probe_outcome out;
 
 	if (j->which == PROBE_POST_START || j->which == PROBE_PRE_STOP) {
-		hook_done(s, u, j);
+		unit_hook_follow(s, u, hook_done(s, u, j));
 		return;
 	}
 	/* A record made again (a pod restart) counts runs from 1 again:
@@ -567,7 +567,7 @@ static int watch_run(struct supervisor *s, struct unit_rec *u, const char *run,
 	set_running(s, u, st.started_at_ns ? st.started_at_ns : wall_ns());
 	runtime_state_free(&st);
 	u->kill_reason = NULL;
-	hook_post_start(s, u);
+	hook_post_start(s, u, run);
 	if (pidfd < 0) /* it already ended: the exit is processed now */
 		return 1;
 	unit_watch(s, u, pidfd);
@@ -868,7 +868,7 @@ static void set_terminated(struct unit_rec *u, const char *run,
 		u->state.message = xstrdup(u->kill_message);
 		u->kill_reason = NULL;
 	}
-	u->pre_stop_pending = false;
+	hook_run_over(u);
 	u->state.started_at_ns = st->started_at_ns;
 	u->state.finished_at_ns =
 	    st->finished_at_ns ? st->finished_at_ns : wall_ns();
@@ -999,11 +999,14 @@ static void send_late_stop(struct supervisor *s, struct unit_rec *u)
 
 void unit_stop(struct supervisor *s, struct unit_rec *u, int64_t grace)
 {
+	cleanup_free char *run = NULL;
+
 	unit_pull_cancel(s, u);
 	if (u->phase != PH_RUNNING || u->pre_stop_pending)
 		return; /* a preStop under way: its end sends the signal */
-	if (hook_pre_stop(s, u, grace))
-		return; /* the signal follows the hook (hook_done) */
+	run = unit_run_dir(u, u->seq);
+	if (hook_pre_stop(s, u, run, grace))
+		return; /* the signal follows the hook (unit_hook_follow) */
 	unit_send_stop(s, u, grace);
 }
 

@@ -135,32 +135,43 @@ def test_failing_post_start_kills_the_unit(cell, image):
     assert units_by_name(st)["u"]["ready"] is False
 
 
-PRE_STOP_MAIN = ("trap 'cat /tmp/prestop 2>/dev/null > /dev/termination-log "
-                 "|| echo none > /dev/termination-log; exit 0' TERM; "
-                 "while :; do sleep 0.1; done")
+PRE_STOP_MAIN = ("trap 'read up idle < /proc/uptime; "
+                 "echo $(cat /tmp/prestop 2>/dev/null || echo none) $up > /dev/termination-log; "
+                 "exit 0' TERM; while :; do sleep 0.1; done")
 
 
-@pytest.mark.parametrize("pre,want", [
-    ({"exec": {"command": ["/bin/sh", "-c", "sleep 1; echo ran > /tmp/prestop"]}}, "ran\n"),
+def uptime() -> float:
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
+@pytest.mark.parametrize("pre,want,delay", [
+    ({"exec": {"command": ["/bin/sh", "-c", "sleep 1; echo ran > /tmp/prestop"]}}, "ran", 1),
     # A hook longer than the grace is cut; the signal still comes.
-    ({"exec": {"command": ["/bin/sh", "-c", "echo ran > /tmp/prestop; sleep 1000"]}}, "ran\n"),
-    ({"sleep": {"seconds": 1}}, "none\n"),
-    (None, "none\n"),
+    ({"exec": {"command": ["/bin/sh", "-c", "echo ran > /tmp/prestop; sleep 1000"]}}, "ran", 3),
+    # A sleep hook leaves no file: it shows only as the signal's delay.
+    ({"sleep": {"seconds": 2}}, "none", 2),
+    (None, "none", 0),
 ])
-def test_pre_stop_runs_before_the_signal(cell, image, pre, want):
+def test_pre_stop_runs_before_the_signal(cell, image, pre, want, delay):
     """A spec change restarts the unit: its preStop runs first, then TERM
-    (caught: exit 0), whose handler reports what the hook left."""
+    (caught: exit 0), whose handler reports what the hook left and when
+    the signal came (the kernel's uptime, the host's clock too): never
+    before the hook's length (the grace, 3 s, for one cut there)."""
     a, c = cell()
     spec = {"terminationGracePeriodSeconds": 3}
     u = sh(image, "u", PRE_STOP_MAIN, **hooks(pre=pre))
     c.update_pod(pod_params("ns_pod", units=[u], **spec))
     wait_state(c, "u", "running")
     u2 = {**u, "env": [{"name": "CHANGED", "value": "1"}]}
+    t0 = uptime()
     c.update_pod(pod_params("ns_pod", units=[u2], **spec))
     st = c.wait_status(lambda s: units_by_name(s)["u"]["restartCount"] == 1 and
                        "terminated" in (units_by_name(s)["u"]["lastState"] or {}), timeout=60)
     t = units_by_name(st)["u"]["lastState"]["terminated"]
-    assert (t["exitCode"], t["message"]) == (0, want), t
+    left, term = t["message"].split()
+    assert (t["exitCode"], left) == (0, want), t
+    assert float(term) >= t0 + delay - 0.3, f"TERM {float(term) - t0:.2f} s after the stop"
 
 
 def test_http_get_post_start_hook(cell, image):
