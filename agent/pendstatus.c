@@ -3,9 +3,10 @@
  * it: the spec in force is the new one, so the status describes it at
  * once. A unit the new spec leaves as it was keeps its entry; a new or
  * changed unit (every unit, when the pod restarts) is waiting in
- * ContainerCreating; a removed one is gone. The supervisor's next
- * snapshot, made once it has taken the spec, replaces this. Runs on an
- * API thread, from the published snapshot only. */
+ * ContainerCreating; a removed one is gone, unless the new spec has no
+ * unit at all (a deleted pod), whose units stay until they have stopped. The
+ * supervisor's next snapshot, made once it has taken the spec, replaces this.
+ * Runs on an API thread, from the published snapshot only. */
 #include <jansson.h>
 #include <string.h>
 
@@ -88,6 +89,10 @@ char *pending_status_json(const char *text, const struct pod_spec *next,
 
 	if (!json_is_object(root))
 		return xstrdup(text ? text : "{}");
+	/* A deleted pod (no units at all): what runs stays listed until
+	 * its stop is over (status_text's rule), so the text stands. */
+	if (!next->n_units && !next->n_init_units)
+		return json_dumps(root, JSON_COMPACT);
 	units = units_for(json_object_get(root, "unitStatus"), next->units,
 			  next->n_units, false, views, n_views, restart);
 	inits =

@@ -641,15 +641,22 @@ static char *status_text(struct supervisor *s, const char *ip)
 {
 	struct pod_status ps = {0};
 	size_t n = s->n_units + s->spec.n_units + s->spec.n_init_units + 1;
+	/* The status describes the spec in force (issue 18), so a unit a
+	 * new spec removed is gone from it at once. A deleted pod (a spec
+	 * with no unit at all) has nothing else to describe: its units stay,
+	 * running, until their process is gone, as a kubelet reports a
+	 * terminating pod's containers (issue 31). */
+	bool deleted = s->has_spec && !s->spec.n_units && !s->spec.n_init_units;
 	char *text;
 
 	ps.units = xcalloc(n, sizeof(*ps.units));
 	ps.init_units = xcalloc(n, sizeof(*ps.init_units));
-	if (s->pod_restarting)
+	if (s->pod_restarting && !deleted)
 		fill_restarting(s, &ps);
-	for (size_t i = 0; i < s->n_units && !s->pod_restarting; i++) {
+	for (size_t i = 0; i < s->n_units && (!s->pod_restarting || deleted);
+	     i++) {
 		const struct unit_rec *u = &s->units[i];
-		if (u->removed)
+		if (u->removed && !(deleted && active(u)))
 			continue;
 		if (u->is_init)
 			fill_status(u, &ps.init_units[ps.n_init_units++]);

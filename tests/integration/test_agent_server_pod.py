@@ -48,7 +48,7 @@ def init(image: str) -> dict:
 def spec(image: str, port: int, gen: int, units=True, grace: int = 10) -> dict:
     return pod_params(
         "ns_pod", units=[server(image, port, gen)] if units else [],
-        init_units=[init(image)], terminationGracePeriodSeconds=grace,
+        init_units=[init(image)] if units else [], terminationGracePeriodSeconds=grace,
         volumes=[{"name": "data", "emptyDir": {}}],
         securityContext={"namespaceOptions": None, "supplementalGroups": [],
                          "sysctls": [], "fsGroup": UID})
@@ -108,7 +108,8 @@ def test_server_pod_runs_restarts_and_is_deleted_as_on_a_kubelet(cell, image):
     assert not os.path.exists(f"/proc/{old}"), "the old server still runs"
     assert get(port, "/data.txt") == f"data 700 {UID}"
 
-    # Deleted: terminating while the hook runs, then gone.
+    # Deleted (no unit at all, as `cellctl delete` sends): listed while
+    # the hook runs and the process lives, then gone.
     new = server_pid(port)
     t0 = time.monotonic()
     c.update_pod(spec(image, port, 2, units=False))
