@@ -59,7 +59,7 @@ ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 	-DCELL_VERSION='"$(VERSION)"' $(COMP_INC) $(PKG_CFLAGS) \
 	-fno-strict-aliasing $(HARDEN) -MMD -MP
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
-# cell-monitor never map libcurl or libarchive; see agent/pullproc.h).
+# cell-monitor never map libcurl or libarchive; see agent/base/pullproc.h).
 ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
 ifeq ($(STATIC),1)
 # -isystem: the prefix links Debian's kernel headers, whose few macros that
@@ -79,8 +79,9 @@ CINIT_SRC := $(filter-out cloudinit/main.c,$(wildcard cloudinit/*.c))
 NET_SRC := $(filter-out netsetup/main.c,$(wildcard netsetup/*.c))
 BOOT_SRC := $(filter-out boot/main.c,$(wildcard boot/*.c))
 CTL_SRC := $(filter-out controller/main.c,$(wildcard controller/*.c))
-AGENT_SRC := $(filter-out agent/main.c agent/unpack-main.c agent/imds-main.c,\
-	$(wildcard agent/*.c))
+# The agent's rooms (HACKING.md "Layering"); its mains sit above them.
+AGENT_ROOMS := agent/pod agent/base agent/api agent/sup
+AGENT_SRC := $(foreach r,$(AGENT_ROOMS),$(wildcard $(r)/*.c))
 RUNTIME_SRC := $(filter-out runtime/main.c,$(wildcard runtime/*.c))
 
 # ---- Layering (HACKING.md "Layering"): which component may use which ----
@@ -94,7 +95,21 @@ PUB_imagepull := imagepull/pull.h imagepull/unpack.h
 PUB_runtime := runtime/runtime.h runtime/sysctl.h runtime/seccomp-profile.h
 PUB_netsetup := netsetup/netsetup.h
 PUB_cloudinit := cloudinit/cloudinit.h
-USES_agent := runtime netsetup imagepull
+# Inside the agent each room is layered the same way: pod/ (the spec, the
+# pod's pure decisions and setups), base/ (what both sides stand on), then
+# api/ and sup/, which see each other not at all: the API reaches the
+# supervisor through api.h's struct api_backend, which main.c fills with
+# supervisor.h's calls. Only the mains see supervisor.h and api.h.
+PUB_agent/pod := $(filter-out %-internal.h,$(wildcard agent/pod/*.h))
+PUB_agent/base := $(filter-out %-internal.h,$(wildcard agent/base/*.h))
+PUB_agent/api := agent/api/api.h
+PUB_agent/sup := agent/sup/supervisor.h
+USES_agent/pod := runtime imagepull
+USES_agent/base := agent/pod
+USES_agent/api := agent/base agent/pod runtime
+USES_agent/sup := agent/base agent/pod runtime netsetup imagepull
+USES_agent := agent/api agent/sup agent/base agent/pod runtime netsetup \
+	imagepull
 USES_boot := cloudinit
 USES_netsetup := cloudinit
 USES_cloudinit :=
@@ -103,14 +118,16 @@ USES_runtime :=
 USES_controller :=
 USES_common :=
 PUB_HDRS := $(addprefix $(OUT)/include/,$(foreach c,imagepull runtime \
-	netsetup cloudinit,$(PUB_$(c))))
+	netsetup cloudinit $(AGENT_ROOMS),$(PUB_$(c))))
 uses_inc = -Icommon $(foreach u,$(USES_$(1)),-I$(OUT)/include/$(u))
-INC_agent := -I$(CIVETWEB)/include # the agent alone serves HTTP
-$(foreach c,agent boot netsetup cloudinit imagepull runtime controller \
-	common,$(eval $(OUT)/obj/$(c)/%.o: COMP_INC = $(call uses_inc,$(c)) \
+INC_agent/api := -I$(CIVETWEB)/include # the agent alone serves HTTP
+# (a room's pattern is longer than agent/%, and so wins for its objects)
+$(foreach c,agent $(AGENT_ROOMS) boot netsetup cloudinit imagepull runtime \
+	controller common,$(eval $(OUT)/obj/$(c)/%.o: COMP_INC = $(call uses_inc,$(c)) \
 	$(INC_$(c))))
 # Tests and fuzz harnesses reach into every component's internals.
-$(OUT)/obj/tests/%.o: COMP_INC = -Icommon -Iimagepull -Icloudinit -Iagent \
+$(OUT)/obj/tests/%.o: COMP_INC = -Icommon -Iimagepull -Icloudinit \
+	$(addprefix -I,$(AGENT_ROOMS)) \
 	-Iruntime -Inetsetup -Iboot -Icontroller -I$(CIVETWEB)/include
 
 .SECONDARY: $(PUB_HDRS)
@@ -194,7 +211,7 @@ $(CIVETWEB)/.cell-stamp:
 	@echo "civetweb's source is missing: run scripts/deps.sh" >&2; exit 1
 # Whatever may include civetweb.h waits for its source, so that a fresh
 # clone's `make` says the line above rather than "civetweb.h: No such file".
-$(call obj,$(wildcard agent/*.c) $(UNIT_SRC) $(FUZZ_SRC) \
+$(call obj,$(wildcard agent/*.c agent/*/*.c) $(UNIT_SRC) $(FUZZ_SRC) \
 	tests/fuzz/replay.c): | $(CIVETWEB)/.cell-stamp
 
 $(CIVETWEB)/src/civetweb.c: $(CIVETWEB)/.cell-stamp

@@ -4,7 +4,7 @@
  * with fd 0 a socket listening at 169.254.169.254:80 inside the pod's
  * namespace (netsetup's net_imds_listen); it runs in the cell's namespace
  * and asks the real metadata service (--upstream, default
- * http://169.254.169.254) for what agent/imdsreq.c allows: the IMDSv2
+ * http://169.254.169.254) for what agent/pod/imdsreq.c allows: the IMDSv2
  * token, the role's credentials, the placement, the identity document.
  *
  *   cell-imds [--upstream http://IPv4[:PORT]] < listening socket

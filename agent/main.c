@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "abspath.h"
-#include "agent-internal.h"
+#include "cgprime.h"
 #include "api.h"
 #include "bootrun.h"
 #include "cleanup.h"

@@ -6,7 +6,7 @@
  *   cell-unpack --packages-dir DIR --name NAME < package
  *
  * Extracts the package (read from stdin) into DIR/NAME as deploy_package
- * does (agent/deploy.h). On failure it prints one JSON line on stdout,
+ * does (agent/pod/deploy.h). On failure it prints one JSON line on stdout,
  * {"event":"error","code":ERRNO,"message":...}, and exits 1. */
 #include <errno.h>
 #include <fcntl.h>

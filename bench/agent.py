@@ -149,7 +149,7 @@ def start_pairs(c, img: str, bundle: str) -> tuple:
     agent_t, runc_t = [], []
     for i in range(1, REPS + 1):
         # Apart, so that neither starts with the kernel's cgroup
-        # attach lock still warm from the other (agent/cgprime.c).
+        # attach lock still warm from the other (agent/base/cgprime.c).
         time.sleep(0.2)
         agent_t.append(time_to_running(c, img, i))
         time.sleep(0.2)

@@ -157,7 +157,7 @@ img_kube_router() {
 }
 
 # img_install_kube_router ROOT: the binary img_kube_router checked, where
-# the agent looks for it (PATH; agent/netagent.c).
+# the agent looks for it (PATH; agent/sup/netagent.c).
 img_install_kube_router() {
 	[ -n "$IMG_KUBE_ROUTER" ] || return 0
 	install -D -m 0755 "$IMG_KUBE_ROUTER" "$1/usr/local/bin/kube-router"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* The hostile-tar extraction core (unpack.c): image layers (cell-pull) and
- * deploy packages (cell-unpack, agent/package.c) both go through it.
+ * deploy packages (cell-unpack, agent/pod/package.c) both go through it.
  *
  * Whatever the policy, nothing is ever written outside rootfd: names are
  * cleaned and ".." fails the archive, every parent is resolved beneath the

@@ -788,8 +788,8 @@ int monitor_run(const char *unit_dir, int sync_fd)
 	/* The init is cloned before the unit's cgroups are made: its mounts
 	 * need none, and the first cgroup change of a start (here the first
 	 * mkdir) may wait for the kernel's attach lock to warm up, an RCU
-	 * grace period of milliseconds (agent/cgprime.c). It waits for "go",
-	 * after its mounts, until it is in them. */
+	 * grace period of milliseconds (agent/base/cgprime.c). It waits for
+	 * "go", after its mounts, until it is in them. */
 	if (load_config(m.dir, &m.cfg, &e) < 0 || reserve_exit(&m, &e) < 0 ||
 	    setup_signals(&m, &e) < 0 || setup_log(&m, &e) < 0 ||
 	    hooks_write_bundle(m.dir, &m.cfg, &e) < 0 ||

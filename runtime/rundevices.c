@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* run.json's "devices" and "hooks": the container edits the agent resolved
- * from CDI specs (agent/cdi.c). Checked here as strictly as the rest of
+ * from CDI specs (agent/pod/cdi.c). Checked here as strictly as the rest of
  * run.json, because the monitor acts on them as root: absolute clean paths,
  * a known device type, sane numbers, a bounded count. */
 #include <errno.h>

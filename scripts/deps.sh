@@ -14,7 +14,7 @@ PKGS=(
 	libcurl4-openssl-dev libssl-dev libjansson-dev libarchive-dev
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
-	libseccomp-dev # the units' seccomp filters (agent/seccomp-policy.c compiles them)
+	libseccomp-dev # the units' seccomp filters (agent/pod/seccomp-policy.c compiles them)
 	libfuse3-dev fuse3 # lazy eStargz layers (imagepull/lazyfs.c)
 	golang-github-containers-common # its seccomp.json is built in as the default profile
 	dpkg-dev # apt-get source: civetweb is built from Debian's source package
@@ -60,7 +60,7 @@ fi
 # civetweb: Debian's source package (signed by the archive), exactly this
 # version, with our small patch (scripts/civetweb.patch: unmasked client
 # frames refused with 1002, RFC 6455 5.1; TLS handshakes
-# done by the agent, see agent/tls.c), unpacked under .deps/ (not in git).
+# done by the agent, see agent/api/tls.c), unpacked under .deps/ (not in git).
 # The Makefile builds it against OpenSSL 3 (no dlopen) into a static
 # library. Debian 12's binary package was built for OpenSSL 1.1.
 CIVETWEB_VERSION=1.15+dfsg-4

@@ -21,15 +21,21 @@ if grep -nE "$banned" "${files[@]}" | grep -v 'lint: allow'; then
 	rc=1
 fi
 # Layering (the Makefile's PUB_ and USES_ lists enforce the graph at build
-# time; this names the plainest breach): a component's file includes no
-# other component's -internal.h. Tests may.
+# time, between components and between the agent's rooms; this names the
+# plainest breaches): a file includes no other folder's -internal.h, and
+# no header by a path (which would step around the include path). Tests
+# may.
 while read -r f; do
 	dir=${f%/*}
 	while read -r h; do
 		[ -e "$dir/$h" ] && continue
-		echo "$f: includes $h, another component's internals"
+		echo "$f: includes $h, another component's (or room's) internals"
 		rc=1
 	done < <(sed -n 's/^#include "\([^"]*-internal\.h\)".*/\1/p' "$f")
+	if grep -n '^#include "[^"]*/' "$f"; then
+		echo "$f: includes a header by its path (the Makefile's layering)"
+		rc=1
+	fi
 done < <(printf '%s\n' "${files[@]}" | grep -v '^tests/')
 # Every shell script in the tree, found by name (*.sh) or by its #! line;
 # fuzz corpora are inputs, not our scripts. OpenRC service files are sh

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fuzz the CDI spec parser (JSON and YAML, agent/cdi.c) and the resolver on
+/* Fuzz the CDI spec parser (JSON and YAML, agent/pod/cdi.c) and the resolver on
  * top of it: whatever parses is whole (a known version, a valid kind, at
  * least one device, absolute paths, env entries with a '='), a failure
  * always says why, and resolving every device of the spec (and "=all")

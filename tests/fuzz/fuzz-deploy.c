@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fuzz harness for deploy packages (agent/package.c over the extraction
+/* Fuzz harness for deploy packages (agent/pod/package.c over the extraction
  * core, imagepull/unpack.c): the input is the package as uploaded (a tar,
  * gzip'd or not), deployed with deploy_package into a fresh packages
  * directory next to a sentinel directory. Whatever the input, the deploy

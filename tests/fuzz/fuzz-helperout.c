@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fuzz the parser of a helper child's output (agent/pullproc.c): JSON
+/* Fuzz the parser of a helper child's output (agent/base/pullproc.c): JSON
  * progress lines, an error line, log lines, arbitrary bytes from a child
  * a hostile layer may have taken over. The error is kept only from an
  * {"event":"error"} line, and lines never grow past the cap. */

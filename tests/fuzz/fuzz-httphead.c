@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fuzz the httpGet probe's response-head parser (agent/probe.c): bytes a
+/* Fuzz the httpGet probe's response-head parser (agent/sup/probe.c): bytes a
  * container sends back. Beyond "no crash": a complete head lies inside the
  * input, its code has three digits, the body to read stays under the
  * kubelet's 10 KiB, and the answer depends only on the bytes up to the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Fuzz the metadata proxy's judge (agent/imdsreq.c): a unit's request
+/* Fuzz the metadata proxy's judge (agent/pod/imdsreq.c): a unit's request
  * head. Beyond "no crash": a passed request is GET or PUT, its target is
  * one the judge allows again on its own (no '%', '?', '#', "..", "//"),
  * and the token headers passed on hold only their alphabets. */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* cdi-runjson: a unit's run.json with CDI devices applied, exactly as
- * cell-agent does it (agent/cdiapply.c), for tests/gpu/run-gpu-check.sh on a
- * machine with a real GPU but no registry to pull from:
+ * cell-agent does it (agent/pod/cdiapply.c), for tests/gpu/run-gpu-check.sh on
+ * a machine with a real GPU but no registry to pull from:
  *
  *   cdi-runjson DIRS DEVICE... < base-run.json > run.json
  *

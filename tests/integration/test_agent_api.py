@@ -324,7 +324,7 @@ def test_deploy_packages(agent, client):
     client.deploy("ns_pod", "etchosts", pkg, chunked=True)
     root = os.path.join(agent.packages, "etchosts")
     # The package's own link, in the version in force; the top-level name
-    # is the layout's link to it (agent/pkgswap.c).
+    # is the layout's link to it (agent/pod/pkgswap.c).
     assert os.readlink(os.path.join(root, "..data", "link")) == "hosts"
     assert os.readlink(os.path.join(root, "link")) == "..data/link"
     # A new version replaces the old one whole, in the same directory.

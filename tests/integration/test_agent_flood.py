@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""cell-agent under a connection flood (agent/tls.c): anyone who reaches
+"""cell-agent under a connection flood (agent/api/tls.c): anyone who reaches
 the port can open TCP connections without a certificate. Idle or stalled
 handshakes must not hold civetweb's workers, so the controller's ping (Kip
 gives up after 3 s) keeps being answered; handshakes are bounded in time

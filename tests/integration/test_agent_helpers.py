@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The agent's helper processes (agent/pullproc.h): image pulls run in a
+"""The agent's helper processes (agent/base/pullproc.h): image pulls run in a
 cell-pull child and deploy packages are extracted by a cell-unpack child,
 so cell-agent never maps libcurl or libarchive, a crash or a hostile layer
 stays in the child, and the supervisor's loop (which watches the child by

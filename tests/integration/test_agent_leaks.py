@@ -51,7 +51,7 @@ def sh(img: str, name: str, script: str) -> dict:
 
 def pod_cgroups(state_dir: str) -> list:
     """The pod's cgroup directory in each hierarchy (cell/<tag>, the tag
-    from the state directory's name, as agent/supervisor.c makes it)."""
+    from the state directory's name, as agent/sup/supervisor.c makes it)."""
     tag = hashlib.sha256(state_dir.encode()).hexdigest()[:16]
     return glob.glob(f"/sys/fs/cgroup/*/cell/{tag}") + glob.glob(f"/sys/fs/cgroup/cell/{tag}")
 

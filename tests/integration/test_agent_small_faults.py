@@ -59,7 +59,7 @@ def test_file_path_must_be_absolute(agent, client):
 
 def visible(d: str) -> list:
     """A package's top-level names, without the layout's ..data and
-    versions (agent/pkgswap.c)."""
+    versions (agent/pod/pkgswap.c)."""
     return sorted(n for n in os.listdir(d) if not n.startswith(".."))
 
 

@@ -11,7 +11,7 @@ session's temporary directory, a directory this run noted (note_root) or
 a state directory of an agent of this run (a unit's monitor names its
 run directory there); a mount below those; the cgroups of a state directory
 an agent of this run used (cell/<sha256 of the state dir>, as
-agent/supervisor.c names them); a network namespace whose name carries
+agent/sup/supervisor.c names them); a network namespace whose name carries
 this run's tag (tests/pylib/fleet.py's, the pid)."""
 from __future__ import annotations
 

@@ -858,7 +858,7 @@ static void test_deploy(void)
 	p = dpath("packages/resolvconf/etc/resolv.conf");
 	ok(fs_exists(p), "the file landed in packages/resolvconf/etc/");
 	free(p);
-	p = dpath("packages/resolvconf/..data/link"); /* agent/pkgswap.c */
+	p = dpath("packages/resolvconf/..data/link"); /* agent/pod/pkgswap.c */
 	n = readlink(p, got, sizeof(got) - 1);
 	got[n > 0 ? n : 0] = '\0';
 	is_str(got, "etc/resolv.conf", "a ROOTFS/ link points inside");

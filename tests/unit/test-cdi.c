@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/* CDI specs (agent/cdi.c) and their edits in run.json (agent/cdiapply.c):
- * what nvidia-ctk writes parses, a bad spec says why, names resolve (=all,
- * numbered, conflicts), and the edits land as the runtime expects them. */
+/* CDI specs (agent/pod/cdi.c) and their edits in run.json
+ * (agent/pod/cdiapply.c): what nvidia-ctk writes parses, a bad spec says why,
+ * names resolve (=all, numbered, conflicts), and the edits land as the runtime
+ * expects them. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -481,7 +481,7 @@ static void test_link(void)
 	free(foreign);
 }
 
-/* ---- a follower across a rotation under way (agent/logread.c) ---- */
+/* ---- a follower across a rotation under way (agent/api/logread.c) ---- */
 
 static void put_rec(const char *name, const char *text)
 {

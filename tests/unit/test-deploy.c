@@ -270,7 +270,7 @@ static char *slurp(const char *rel)
 
 /* "packages/<name>/rest" as it is in the version in force,
  * "packages/<name>/..data/rest": the top-level names are the layout's
- * links (agent/pkgswap.c). */
+ * links (agent/pod/pkgswap.c). */
 static void in_data(const char *rel, char *p, size_t sz)
 {
 	const char *slash = strchr(rel + strlen("packages/"), '/');

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The metadata proxy's judge (agent/imdsreq.c): what an SDK asks passes
+/* The metadata proxy's judge (agent/pod/imdsreq.c): what an SDK asks passes
  * with only the token headers; user-data, other paths, any spelling of a
  * dot segment, an encoding, a query, a body or a bad head does not. */
 #include <stdio.h>

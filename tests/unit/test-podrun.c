@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests of the pure pod-running decisions (agent/podrun.c). */
+/* Unit tests of the pure pod-running decisions (agent/pod/podrun.c). */
 /* The fixtures build spec structs from string literals. */
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
 #include <errno.h>

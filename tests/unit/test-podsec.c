@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* agent/podsec.c: the securityContext extensions on a run config. */
+/* agent/pod/podsec.c: the securityContext extensions on a run config. */
 #include <errno.h>
 #include <string.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests of probes (agent/probe.c): tcp, http and https attempts against
- * sockets opened here, and the state machine with a fake attempt and a
+/* Unit tests of probes (agent/sup/probe.c): tcp, http and https attempts
+ * against sockets opened here, and the state machine with a fake attempt and a
  * synthetic clock. Exec probes need a running unit: integration tests. */
 /* The fixtures build spec structs from string literals. */
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
@@ -711,7 +711,7 @@ static void test_startup(void)
 int main(void)
 {
 	/* As cell-agent's main does: TLS writes to a closed connection rely
-	 * on it (agent/probe.c), and so do this file's servers. */
+	 * on it (agent/sup/probe.c), and so do this file's servers. */
 	signal(SIGPIPE, SIG_IGN);
 	test_tcp();
 	test_http();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The agent's seccomp policy (agent/seccomp-policy.c): it fails closed when
+/* The agent's seccomp policy (agent/pod/seccomp-policy.c): it fails closed when
  * never loaded, and a Localhost profile is read only from beneath the
  * profile directory (issue 27). */
 #include <errno.h>

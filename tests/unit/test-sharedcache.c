@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Unit tests of the shared image cache's pure parts: the records a cell
  * reads from the share (imagepull/sharerec.c) and the mount command the
- * agent runs for imageCacheEndpoint (agent/imagecache.c). */
+ * agent runs for imageCacheEndpoint (agent/base/imagecache.c). */
 /* The fixtures build record structs from string literals. */
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"
 #include <stdlib.h>

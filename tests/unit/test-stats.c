@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests of resourceUsage collection (agent/stats.c) against fake
+/* Unit tests of resourceUsage collection (agent/base/stats.c) against fake
  * cgroup v1/v2 trees, meminfo and net/dev, plus one real sample. */
 #include <errno.h>
 #include <fcntl.h>

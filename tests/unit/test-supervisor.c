@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests of the supervisor's decisions (agent/plan.c) on a fake clock:
+/* Unit tests of the supervisor's decisions (agent/sup/plan.c) on a fake clock:
  * restart policies, back-off with its cap and reset, init units in order,
  * spec changes (and the reordered spec Kip re-sends, which restarts
  * nothing), probes that stop a unit, readiness and startup gating. A small
- * executor here applies the plans the way agent/supervisor.c does (a start
+ * executor here applies the plans the way agent/sup/supervisor.c does (a start
  * is a run at once, a stop an exit 137), so sequences of runs are checked
  * as a whole, not only single decisions. */
 /* The fixtures build spec structs from string literals. */
@@ -18,7 +18,7 @@
 
 #include "../lib/listen.h"
 #include "../lib/tap.h"
-#include "agent-internal.h"
+#include "podspec.h"
 #include "plan.h"
 #include "probe.h"
 #include "probejob.h"

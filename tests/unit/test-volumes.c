@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests of pod volumes and unit mounts (agent/volumes.c). Runs as
+/* Unit tests of pod volumes and unit mounts (agent/pod/volumes.c). Runs as
  * root for the tmpfs of a memory emptyDir. */
 /* The fixtures build spec structs from string literals. */
 #pragma GCC diagnostic ignored "-Wdiscarded-qualifiers"

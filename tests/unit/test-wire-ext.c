@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../lib/tap.h"
-#include "agent-internal.h"
+#include "podspec.h"
 
 static int parse(const char *json, struct pod_spec *p, struct cerr *e)
 {

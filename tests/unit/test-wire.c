@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests of the controller ↔ cell JSON (agent/wire.c): PodParameters as
+/* Unit tests of the controller ↔ cell JSON (agent/pod/wire.c): PodParameters as
  * Kip's controller marshals them, defaults, Kubernetes quantities, named
  * probe ports, every error with its message, unit fingerprints, and the
  * PodStatusReply read back with jansson. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../lib/tap.h"
-#include "agent-internal.h"
+#include "podspec.h"
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "util.h"
@@ -1563,7 +1563,7 @@ static void test_status_from_pod(void)
 	pod_spec_free(&p);
 }
 
-/* namespaceOptions with the CRI's meanings (agent/podns.c): absent, each
+/* namespaceOptions with the CRI's meanings (agent/sup/podns.c): absent, each
  * unit its own PID and IPC namespace; present, a key left out is POD (0,
  * Go's zero: Kip's omitempty drops it). */
 static void test_namespace_options(void)

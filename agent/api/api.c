@@ -68,7 +68,7 @@ static int start_civetweb(struct api *a, const struct api_opts *o,
 	snprintf(threads, sizeof(threads), "%d",
 		 o->num_threads > 0 ? o->num_threads : DEFAULT_THREADS);
 #define OPT(k, v) (opts[n++] = (k), opts[n++] = (v))
-	/* Connections come from the gate (agent/tls.c) once their handshake
+	/* Connections come from the gate (agent/api/tls.c) once their handshake
 	 * is done, and only after the handlers below are set: civetweb
 	 * listens on nothing. */
 	OPT("listening_ports", "");

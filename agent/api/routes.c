@@ -17,7 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent-internal.h"
+#include "cgprime.h"
+#include "podspec.h"
 #include "cleanup.h"
 #include "deploy.h"
 #include "filetail.h"

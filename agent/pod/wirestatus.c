@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "jsonutil.h"
 #include "util.h"
 

@@ -79,18 +79,4 @@ void metrics_forget_unit(const char *unit);
 /* The whole exposition into out. */
 void metrics_render(struct buf *out);
 
-/* ---- metrics-listen.c: the plain-HTTP listener ---- */
-
-struct metrics_listener;
-/* addr: "PORT" (on 127.0.0.1), "A.B.C.D:PORT" or "[V6]:PORT"; serves GET
- * /metrics and GET /rest/v1/metrics only, without TLS (off by default:
- * --metrics-listen). EINVAL for an address of another form. */
-int metrics_listen(const char *addr, struct metrics_listener **out,
-		   struct cerr *e);
-/* civetweb's listening_ports for addr (caller frees), NULL and EINVAL for
- * anything but the three forms above. */
-char *metrics_listen_spec(const char *addr, struct cerr *e);
-int metrics_listener_port(const struct metrics_listener *l);
-void metrics_listener_stop(struct metrics_listener *l);
-
 #endif

@@ -76,7 +76,7 @@ struct api_opts {
 	 * kept; 0 = WIRE.md's 10 s and 15 s (tests shorten them). */
 	int ws_ping_ms, ws_silence_ms;
 	const char *unpack_bin; /* cell-unpack: extracts deploy packages */
-	/* TLS handshake bounds (agent/tls.h); 0 = the defaults. */
+	/* TLS handshake bounds (agent/api/tls.h); 0 = the defaults. */
 	int handshake_ms, per_source;
 };
 
@@ -91,5 +91,19 @@ int api_port(const struct api *a);
 /* Map an errno value to the HTTP status of an error reply: ENOENT 404,
  * EINVAL 400, EFBIG 413, EACCES/EPERM 403, ... default 500. */
 int api_http_status(int err);
+
+/* ---- metrics-listen.c: the plain-HTTP listener ---- */
+
+struct metrics_listener;
+/* addr: "PORT" (on 127.0.0.1), "A.B.C.D:PORT" or "[V6]:PORT"; serves GET
+ * /metrics and GET /rest/v1/metrics only, without TLS (off by default:
+ * --metrics-listen). EINVAL for an address of another form. */
+int metrics_listen(const char *addr, struct metrics_listener **out,
+		   struct cerr *e);
+/* civetweb's listening_ports for addr (caller frees), NULL and EINVAL for
+ * anything but the three forms above. */
+char *metrics_listen_spec(const char *addr, struct cerr *e);
+int metrics_listener_port(const struct metrics_listener *l);
+void metrics_listener_stop(struct metrics_listener *l);
 
 #endif

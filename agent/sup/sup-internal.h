@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "plan.h"
 #include "probe.h"
 #include "probejob.h"
@@ -43,7 +43,7 @@ struct unit_rec {
 	struct unit_state state, last_state;
 	char *dir;	/* <state>/units/<name>, units/init.<name> for init */
 	char **devices; /* the CDI devices of its current run, or NULL */
-	/* Lifecycle hooks of the current run (hooks.c). */
+	/* Lifecycle hooks of the current run (lifecycle.c). */
 	bool post_start_pending; /* not started nor ready until it ends */
 	bool pre_stop_pending;	 /* the stop signal waits for it */
 	bool stop_later; /* asked to stop while its monitor set up: once up */
@@ -190,7 +190,7 @@ void unit_probe(struct supervisor *s, struct unit_rec *u);
 void unit_probe_done(struct supervisor *s, struct unit_rec *u,
 		     const struct probe_job *j);
 
-/* hooks.c: lifecycle hooks on the probe runner's threads. It decides;
+/* lifecycle.c: lifecycle hooks on the probe runner's threads. It decides;
  * unit.c carries out what a hook's end asks for (hook_done's step). */
 #define HOOK_MIN_GRACE_S 2 /* the kubelet's minimumGracePeriodInSeconds */
 enum hook_next {
@@ -316,7 +316,7 @@ uint64_t netagent_next_due(const struct supervisor *s);
 void netagent_free(struct supervisor *s);
 
 /* metrics-sup.c: what a metrics scrape needs, published after each pass
- * (agent/metrics.h). */
+ * (agent/base/metrics.h). */
 void metrics_sup_publish(struct supervisor *s);
 
 /* record.c */

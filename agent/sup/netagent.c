@@ -174,7 +174,7 @@ static void start(struct supervisor *s)
 	pid_t pid;
 
 	/* The version in force (its top-level names are links into it,
-	 * agent/pkgswap.c); the path through ..data stays right after a
+	 * agent/pod/pkgswap.c); the path through ..data stays right after a
 	 * redeploy. */
 	pkg = xasprintf("%s/kubeconfig/..data", s->o.packages_dir);
 	if (!bin)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Deploy packages, the parts that stay in the agent's process: the streamed
  * multipart parser, package names, and cleaning up after interrupted
- * deploys. The extractor is agent/package.c (it needs libarchive and runs
- * in the cell-unpack child, see agent/pullproc.h). */
+ * deploys. The extractor is agent/pod/package.c (it needs libarchive and runs
+ * in the cell-unpack child, see agent/base/pullproc.h). */
 #include "deploy.h"
 
 #include <ctype.h>

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cdiapply.h"
+#include "cgprime.h"
 #include "cleanup.h"
 #include "fsutil.h"
 #include "log.h"
@@ -512,7 +513,7 @@ void unit_probe(struct supervisor *s, struct unit_rec *u)
 	}
 }
 
-/* What a hook's end asks for (hooks.c decides, this file acts). */
+/* What a hook's end asks for (lifecycle.c decides, this file acts). */
 void unit_hook_follow(struct supervisor *s, struct unit_rec *u,
 		      struct hook_step step)
 {

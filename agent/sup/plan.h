@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 
 enum unit_phase {
 	PH_WAITING,  /* not started yet, or waiting for its back-off */

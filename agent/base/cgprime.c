@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent-internal.h"
+#include "cgprime.h"
 #include "log.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 
 enum probe_result { PROBE_SUCCESS, PROBE_FAILURE };
 
@@ -68,7 +68,7 @@ struct probe_state {
 };
 
 /* PROBE_POST_START and PROBE_PRE_STOP: a lifecycle hook's one attempt,
- * run like a probe's (hooks.c), never part of a unit's probes. */
+ * run like a probe's (lifecycle.c), never part of a unit's probes. */
 enum probe_which {
 	PROBE_STARTUP,
 	PROBE_LIVENESS,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-/* agent/hooks.c on a fake clock and a fake probe runner: what each hook's
- * end asks unit.c to do (struct hook_step), above all that a preStop's end
- * sends the signal with what is left of the grace counted from the hook's
+/* agent/sup/lifecycle.c on a fake clock and a fake probe runner: what each
+ * hook's end asks unit.c to do (struct hook_step), above all that a preStop's
+ * end sends the signal with what is left of the grace counted from the hook's
  * start, 2 s at least, also for a unit whose spec is gone (issue 31). */
 #include <string.h>
 

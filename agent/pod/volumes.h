@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "err.h"
 
 struct vol_dirs {

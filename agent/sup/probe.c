@@ -992,7 +992,7 @@ void probes_result(struct unit_probes *s, const struct unit_spec *u,
 		break;
 	case PROBE_POST_START:
 	case PROBE_PRE_STOP:
-		break; /* hooks.c's */
+		break; /* lifecycle.c's */
 	}
 }
 

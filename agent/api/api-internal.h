@@ -78,7 +78,7 @@ int status_unit_running(struct api *a, const char *unit);
 
 /* ---- metrics-listen.c ---- */
 
-/* GET metrics: the Prometheus text (agent/metrics.h). */
+/* GET metrics: the Prometheus text (agent/base/metrics.h). */
 int api_metrics(struct mg_connection *c);
 /* The route label of a path below /rest/v1/: its first component when it
  * is one of ours, else "other" (the label's values stay few). */

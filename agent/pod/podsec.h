@@ -4,7 +4,7 @@
 #ifndef CELL_PODSEC_H
 #define CELL_PODSEC_H
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "err.h"
 #include "runtime.h"
 

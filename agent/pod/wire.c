@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "base64.h"
 #include "cleanup.h"
 #include "jsonutil.h"

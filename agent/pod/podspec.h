@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-/* cell-agent's internal contract: the typed pod spec (WIRE.md's
- * PodParameters), the status it reports (PodStatusReply), and the interfaces
- * between the agent's modules. Only wire.c touches JSON for these; the rest
- * of the agent sees the structs below. */
-#ifndef CELL_AGENT_INTERNAL_H
-#define CELL_AGENT_INTERNAL_H
+/* The agent's pod: the typed spec (WIRE.md's PodParameters) and the status
+ * it reports (PodStatusReply). Only wire.c and wirestatus.c touch JSON for
+ * these; the rest of the agent sees the structs below. */
+#ifndef CELL_PODSPEC_H
+#define CELL_PODSPEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -180,7 +179,7 @@ struct pod_spec {
 	 * limit. */
 	int64_t memory_limit;
 	/* spec.resources.gpu ("1", "2 nvidia-tesla-t4"): not empty means every
-	 * unit gets nvidia.com/gpu=all through CDI (agent/cdiapply.c). */
+	 * unit gets nvidia.com/gpu=all through CDI (agent/pod/cdiapply.c). */
 	char *gpu;
 	/* secrets: name → key → bytes (decoded from base64) */
 	struct secret {
@@ -262,15 +261,5 @@ struct pod_status {
 
 /* The JSON text of a PodStatusReply (caller frees). */
 char *wire_status_json(const struct pod_status *s);
-
-/* cgprime.c: a unit start is coming; warm the kernel's cgroup attach
- * lock on a thread of its own so that the monitor's cgroup.procs write
- * does not wait for an RCU grace period. Never blocks. */
-void cgprime_kick(void);
-/* Its thread and cgroup.procs descriptor, at the agent's start: an agent
- * holds the same descriptors whether it has started a unit yet or not. */
-void cgprime_init(void);
-/* The start is done (the monitor has its cgroups): stop warming. */
-void cgprime_done(void);
 
 #endif

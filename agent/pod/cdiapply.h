@@ -4,7 +4,7 @@
 #ifndef CELL_CDIAPPLY_H
 #define CELL_CDIAPPLY_H
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "cdi.h"
 #include "runtime.h"
 

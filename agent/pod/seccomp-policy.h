@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "err.h"
 
 struct seccomp_policy_opts {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "err.h"
 #include "pull.h"
 

@@ -538,7 +538,7 @@ static int next_timeout_ms(const struct supervisor *s)
  * reply whose podIP differs from the pod's address): the instance's primary
  * IP for a hostNetwork pod (setPodDispatchingParams gives such a pod the
  * node's private IP), else the PodIP the controller sent (the units are
- * in its namespace, agent/podnet.c). Without one the units share the
+ * in its namespace, agent/sup/podnet.c). Without one the units share the
  * host's network: the primary IP too. */
 static char *pod_ip(const struct supervisor *s)
 {

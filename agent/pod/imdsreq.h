@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The metadata proxy's judge (agent/imdsreq.c, used by cell-imds): a
+/* The metadata proxy's judge (agent/pod/imdsreq.c, used by cell-imds): a
  * pod's request head in, a verdict and the few fields passed on out. Pure
  * and capped; fuzzed (tests/fuzz/fuzz-imdsreq.c). */
 #ifndef CELL_IMDSREQ_H

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent-internal.h"
+#include "podspec.h"
 #include "err.h"
 
 struct usage_unit {
@@ -47,7 +47,7 @@ int stats_collect(struct stats_state *st, const struct stats_paths *paths,
 		  struct kv **out, size_t *n_out, struct cerr *e);
 void stats_free(struct kv *v, size_t n);
 
-/* One unit's counters now, for the metrics (agent/metrics.c); -1 where a
+/* One unit's counters now, for the metrics (agent/base/metrics.c); -1 where a
  * source is missing. */
 struct stats_unit {
 	int64_t cpu_ns, working_set, rss;
