@@ -76,13 +76,12 @@ void status_pod_ip(struct api *a, char *out, size_t n);
 /* 1 running, 0 not, -1 unknown (no such unit, or the backend cannot say). */
 int status_unit_running(struct api *a, const char *unit);
 
-/* ---- metrics-listen.c ---- */
-
 /* GET metrics: the Prometheus text (agent/base/metrics.h). */
 int api_metrics(struct mg_connection *c);
-/* The route label of a path below /rest/v1/: its first component when it
- * is one of ours, else "other" (the label's values stay few). */
-const char *metrics_route(const char *path);
+/* The metrics' route label of a path below /rest/v1/: its first component
+ * when it names one of the routes, else "other" (the label's values stay
+ * few). */
+const char *route_label(const char *path);
 
 /* civetweb's request handler for every URI. */
 int on_request(struct mg_connection *c, void *cbdata);

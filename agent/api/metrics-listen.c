@@ -20,39 +20,10 @@
 #include "metrics.h"
 #include "util.h"
 
-#define METRICS_MAX (16u << 20)
-
 struct metrics_listener {
 	struct mg_context *ctx;
 	int port;
 };
-
-const char *metrics_route(const char *path)
-{
-	static const char *const known[] = {
-	    "ping",	    "version", "status", "updatepod",
-	    "logs",	    "file",    "deploy", "metrics",
-	    "resizevolume", "exec",    "attach", "portforward"};
-	size_t n = strcspn(path, "/");
-
-	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-		if (strlen(known[i]) == n && !strncmp(known[i], path, n))
-			return known[i];
-	return "other";
-}
-
-int api_metrics(struct mg_connection *c)
-{
-	struct buf b;
-	int status;
-
-	buf_init(&b, METRICS_MAX);
-	metrics_render(&b);
-	status =
-	    reply(c, 200, METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len);
-	buf_free(&b);
-	return status;
-}
 
 static int on_plain(struct mg_connection *c, void *cbdata)
 {

@@ -338,11 +338,12 @@ int status_unit_running(struct api *a, const char *unit)
  * HTTP endpoints
  * ====================================================================== */
 
-static int h_updatepod(struct api *a, struct mg_connection *c)
+static int h_updatepod(struct api *a, struct mg_connection *c,
+		       const struct route *route)
 {
 	struct buf body;
 	struct cerr e = {0};
-	int r;
+	int rc;
 
 	buf_init(&body, UPDATEPOD_MAX);
 	if (read_body(c, &body, &e) < 0) {
@@ -353,12 +354,12 @@ static int h_updatepod(struct api *a, struct mg_connection *c)
 	}
 	cgprime_kick(); /* a start may follow: overlap its lock's wait */
 	if (!a->b.update_pod)
-		r = cerr_set(&e, ENOTSUP, "updatepod is not supported");
+		rc = cerr_set(&e, ENOTSUP, "updatepod is not supported");
 	else
-		r = a->b.update_pod(a->b.ctx, body.data ? body.data : "",
-				    body.len, &e);
+		rc = a->b.update_pod(a->b.ctx, body.data ? body.data : "",
+				     body.len, &e);
 	buf_free(&body);
-	if (r < 0) {
+	if (rc < 0) {
 		/* Only a body that does not parse is the client's fault; any
 		 * other failure (the spec could not be saved: ENOSPC, EIO) is
 		 * 503, which Kip's next full sync sends again. The old spec
@@ -370,7 +371,8 @@ static int h_updatepod(struct api *a, struct mg_connection *c)
 	return reply_text(c, 200, "");
 }
 
-static int h_status(struct api *a, struct mg_connection *c)
+static int h_status(struct api *a, struct mg_connection *c,
+		    const struct route *r)
 {
 	cleanup_free char *s =
 	    a->b.status_json ? a->b.status_json(a->b.ctx) : NULL;
@@ -472,7 +474,7 @@ static int h_logs(struct api *a, struct mg_connection *c, const struct route *r)
 			  &out, &e);
 }
 
-static int h_file(struct mg_connection *c, const struct route *r)
+static int h_file(struct api *a, struct mg_connection *c, const struct route *r)
 {
 	char path[QUERY_VALUE_MAX];
 	int64_t lines, bytes;
@@ -617,7 +619,8 @@ static int h_deploy(struct api *a, struct mg_connection *c,
 	return reply_text(c, 200, "");
 }
 
-static int h_resize(struct api *a, struct mg_connection *c)
+static int h_resize(struct api *a, struct mg_connection *c,
+		    const struct route *r)
 {
 	struct resize_opts o = {
 	    .root_device = getenv("CELL_AGENT_ROOT_DEVICE"),
@@ -643,46 +646,129 @@ static int h_resize(struct api *a, struct mg_connection *c)
 	return status;
 }
 
-bool is_stream_route(const char *p)
+#define METRICS_MAX (16u << 20)
+
+int api_metrics(struct mg_connection *c)
 {
-	return !strcmp(p, "exec") || !strcmp(p, "exec/") ||
-	       !strcmp(p, "attach") || !strcmp(p, "attach/") ||
-	       !strcmp(p, "portforward") || !strcmp(p, "portforward/");
+	struct buf b;
+	int status;
+
+	buf_init(&b, METRICS_MAX);
+	metrics_render(&b);
+	status =
+	    reply(c, 200, METRICS_CONTENT_TYPE, b.data ? b.data : "", b.len);
+	buf_free(&b);
+	return status;
 }
 
-static bool method_is(struct mg_connection *c, const char *m)
+static int h_metrics(struct api *a, struct mg_connection *c,
+		     const struct route *r)
 {
-	return !strcmp(mg_get_request_info(c)->request_method, m);
+	return api_metrics(c);
+}
+
+static int h_ping(struct api *a, struct mg_connection *c, const struct route *r)
+{
+	return reply_text(c, 200, "pong");
+}
+
+static int h_version(struct api *a, struct mg_connection *c,
+		     const struct route *r)
+{
+	return reply_text(c, 200, a->version);
+}
+
+/* How a route's name matches the path below /rest/v1/. */
+enum route_match {
+	RM_EXACT, /* the name only */
+	RM_DIR,	  /* the name, or the name and '/' */
+	RM_SUB,	  /* the name, '/' and anything */
+	RM_TREE,  /* the name, or the name, '/' and anything */
+};
+
+/* Every endpoint, once: dispatch() and the metrics' route label both read
+ * it. A websocket stream has no handler here (streams.c). */
+static const struct route_def {
+	const char *name;
+	enum route_match match;
+	const char *method;
+	int (*fn)(struct api *a, struct mg_connection *c,
+		  const struct route *r);
+} routes[] = {
+    {"ping", RM_EXACT, "GET", h_ping},
+    {"version", RM_EXACT, "GET", h_version},
+    {"status", RM_EXACT, "GET", h_status},
+    {"updatepod", RM_EXACT, "POST", h_updatepod},
+    {"logs", RM_TREE, "GET", h_logs},
+    {"file", RM_DIR, "GET", h_file},
+    {"deploy", RM_SUB, "POST", h_deploy},
+    {"resizevolume", RM_EXACT, "POST", h_resize},
+    {"metrics", RM_EXACT, "GET", h_metrics},
+    {"exec", RM_DIR, NULL, NULL},
+    {"attach", RM_DIR, NULL, NULL},
+    {"portforward", RM_DIR, NULL, NULL},
+};
+
+static bool route_matches(const struct route_def *d, const char *p)
+{
+	size_t n = strlen(d->name);
+
+	if (strncmp(p, d->name, n))
+		return false;
+	p += n;
+	switch (d->match) {
+	case RM_EXACT:
+		return !*p;
+	case RM_DIR:
+		return !*p || !strcmp(p, "/");
+	case RM_SUB:
+		return *p == '/';
+	case RM_TREE:
+		return !*p || *p == '/';
+	}
+	return false;
+}
+
+static const struct route_def *route_find(const char *p)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+		if (route_matches(&routes[i], p))
+			return &routes[i];
+	return NULL;
+}
+
+const char *route_label(const char *path)
+{
+	size_t n = strcspn(path, "/");
+
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+		if (strlen(routes[i].name) == n &&
+		    !strncmp(routes[i].name, path, n))
+			return routes[i].name;
+	return "other";
+}
+
+bool is_stream_route(const char *p)
+{
+	const struct route_def *d = route_find(p);
+
+	return d && !d->fn;
 }
 
 static int dispatch(struct api *a, struct mg_connection *c,
 		    const struct route *r)
 {
-	const char *p = r->path;
-	bool get = method_is(c, "GET"), post = method_is(c, "POST");
+	const struct route_def *d = route_find(r->path);
 
-	if (!strcmp(p, "ping"))
-		return get ? reply_text(c, 200, "pong") : -1;
-	if (!strcmp(p, "version"))
-		return get ? reply_text(c, 200, a->version) : -1;
-	if (!strcmp(p, "status"))
-		return get ? h_status(a, c) : -1;
-	if (!strcmp(p, "updatepod"))
-		return post ? h_updatepod(a, c) : -1;
-	if (!strcmp(p, "logs") || !strncmp(p, "logs/", 5))
-		return get ? h_logs(a, c, r) : -1;
-	if (!strcmp(p, "file") || !strcmp(p, "file/"))
-		return get ? h_file(c, r) : -1;
-	if (!strncmp(p, "deploy/", 7))
-		return post ? h_deploy(a, c, r) : -1;
-	if (!strcmp(p, "resizevolume"))
-		return post ? h_resize(a, c) : -1;
-	if (!strcmp(p, "metrics"))
-		return get ? api_metrics(c) : -1;
-	if (is_stream_route(p))
-		return reply_errf(c, EINVAL, "%s needs a websocket upgrade", p);
-	return reply_errf(c, ENOENT, "no such endpoint: %.200s",
-			  mg_get_request_info(c)->local_uri);
+	if (!d)
+		return reply_errf(c, ENOENT, "no such endpoint: %.200s",
+				  mg_get_request_info(c)->local_uri);
+	if (!d->fn)
+		return reply_errf(c, EINVAL, "%s needs a websocket upgrade",
+				  r->path);
+	if (strcmp(mg_get_request_info(c)->request_method, d->method))
+		return -1;
+	return d->fn(a, c, r);
 }
 
 int on_request(struct mg_connection *c, void *cbdata)
@@ -698,7 +784,7 @@ int on_request(struct mg_connection *c, void *cbdata)
 	status = dispatch(a, c, &r);
 	if (status < 0)
 		status = reply_text(c, 405, "method not allowed\n");
-	metrics_api_request(metrics_route(r.path), status);
+	metrics_api_request(route_label(r.path), status);
 	log_debug("%s %.200s: %d", ri->request_method, ri->local_uri, status);
 	return status;
 }

@@ -1009,7 +1009,7 @@ int ws_connect(const struct mg_connection *cc, void *cbdata)
 	}
 	if (atomic_fetch_add(&a->streams, 1) >= MAX_STREAMS) {
 		atomic_fetch_sub(&a->streams, 1);
-		metrics_api_request(metrics_route(r.path),
+		metrics_api_request(route_label(r.path),
 				    reply_errf(c, EBUSY, "too many streams"));
 		return 1;
 	}
@@ -1025,7 +1025,7 @@ int ws_connect(const struct mg_connection *cc, void *cbdata)
 	if (s->sock < 0)
 		log_warn("stream: socket not found; a silent peer will linger");
 	mg_set_user_connection_data(c, s);
-	metrics_api_request(metrics_route(r.path), 101); /* the upgrade */
+	metrics_api_request(route_label(r.path), 101); /* the upgrade */
 	return 0;
 }
 
