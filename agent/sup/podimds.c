@@ -41,10 +41,8 @@ static bool has_profile(const struct pod_spec *p)
 }
 
 /* The namespace the proxy should serve now, or NULL for none. */
-static const char *wanted(const struct supervisor *s)
+static const char *wanted(const struct supervisor *s, const char *ns)
 {
-	const char *ns = podnet_netns(s);
-
 	if (s->o.pod_metadata_allow || !ns || !has_profile(&s->spec))
 		return NULL;
 	return ns;
@@ -100,10 +98,10 @@ static void start(struct supervisor *s, const char *ns)
 		 (int)m->pid);
 }
 
-void podimds_tick(struct supervisor *s)
+void podimds_tick(struct supervisor *s, const char *netns)
 {
 	struct podimds *m = &s->imds;
-	const char *ns = wanted(s);
+	const char *ns = wanted(s, netns);
 	int code;
 
 	if (m->pid && (code = spawn_wait(m->pidfd, true)) != -2) {

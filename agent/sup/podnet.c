@@ -275,7 +275,7 @@ bool podnet_ensure(struct supervisor *s)
 	s->net.key = key;
 	s->net.base = net_key(&s->spec, false);
 	net_info_free(&info);
-	podimds_tick(s); /* before the first unit starts */
+	podimds_tick(s, podnet_netns(s)); /* before the first unit starts */
 	return true;
 }
 

@@ -300,8 +300,9 @@ char *podnet_pod_ip(const struct supervisor *s);
 void podnet_free(struct podnet *pn);
 
 /* podimds.c: start, restart or stop the metadata proxy as the spec and
- * the pod network say; stop it. */
-void podimds_tick(struct supervisor *s);
+ * the pod network (its namespace, podnet_netns; NULL: none) say; stop it.
+ * podnet.c calls these, never the other way round. */
+void podimds_tick(struct supervisor *s, const char *netns);
 void podimds_stop(struct supervisor *s);
 
 /* netagent.c */

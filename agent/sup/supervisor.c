@@ -484,7 +484,7 @@ static void reconcile(struct supervisor *s)
 	struct plan p = {0};
 
 	netagent_tick(s);
-	podimds_tick(s);
+	podimds_tick(s, podnet_netns(s));
 	sweep_pod_cgroup(s);
 	if (s->recheck) {
 		if (adopt_pending(s)) {
