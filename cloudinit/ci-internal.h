@@ -178,7 +178,7 @@ void ci_parse_script(struct ci_parse *ps, bool boothook, const char *p,
 		     size_t n, const char *filename);
 void ci_parse_gzip(struct ci_parse *ps, const char *p, size_t n,
 		   const char *filename, int depth);
-/* cloudconfig.c helpers shared with ccusers.c (users and groups). */
+/* ccget.c: the getters under cloudconfig.c and ccusers.c. */
 /* A problem at a node of the document being parsed. */
 #define ERR(ps, node, ...)                                                     \
 	ci_problem_add(&(ps)->cfg->problems, CI_ERROR, (ps)->part,             \
@@ -186,6 +186,9 @@ void ci_parse_gzip(struct ci_parse *ps, const char *p, size_t n,
 #define WARN(ps, node, ...)                                                    \
 	ci_problem_add(&(ps)->cfg->problems, CI_WARN, (ps)->part,              \
 		       (node) ? (node)->line : 0, __VA_ARGS__)
+/* "a mapping", "a list" or "a scalar", for a problem's text. */
+const char *ci_cc_type_name(const struct ynode *n);
+/* A scalar as a string (NULL when null); an error for anything else. */
 int ci_cc_str(struct ci_parse *ps, const struct ynode *n, const char *what,
 	      char **out);
 int ci_cc_bool(struct ci_parse *ps, const struct ynode *n, const char *what,

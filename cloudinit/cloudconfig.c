@@ -16,60 +16,6 @@
 
 #define TAG_BINARY "tag:yaml.org,2002:binary"
 
-static const char *type_name(const struct ynode *n)
-{
-	return n->type == Y_MAP	  ? "a mapping"
-	       : n->type == Y_SEQ ? "a list"
-				  : "a scalar";
-}
-
-/* A scalar as a string (NULL when null); an error for anything else. */
-static int scalar_str(struct ci_parse *ps, const struct ynode *n,
-		      const char *what, char **out)
-{
-	*out = NULL;
-	if (ynode_is_null(n))
-		return 0;
-	if (n->type != Y_SCALAR)
-		return ERR(ps, n, "%s must be a string, not %s", what,
-			   type_name(n));
-	if (strlen(n->value) != n->len)
-		return ERR(ps, n, "%s contains a NUL byte", what);
-	*out = xstrdup(n->value);
-	return 0;
-}
-
-static int scalar_bool(struct ci_parse *ps, const struct ynode *n,
-		       const char *what, bool *out)
-{
-	if (ynode_is_null(n))
-		return 0;
-	if (ynode_bool(n, out) < 0)
-		return ERR(ps, n, "%s must be true or false, not '%.40s'", what,
-			   n->type == Y_SCALAR ? n->value : type_name(n));
-	return 0;
-}
-
-/* No ':' or line break: these strings land in /etc/passwd fields. */
-static bool field_ok(const char *s)
-{
-	return !strpbrk(s, ":\n\r");
-}
-
-static bool name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 32 || s[0] == '-' || strspn(s, "0123456789") == n)
-		return false;
-	if (s[n - 1] == '$') /* Samba machine accounts */
-		n--;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
-			return false;
-	return true;
-}
-
 bool ci_hostname_ok(const char *s)
 {
 	size_t n = strlen(s), label = 0;
@@ -91,60 +37,6 @@ bool ci_hostname_ok(const char *s)
 	return true;
 }
 
-/* A list of strings from a list or a comma-separated string. */
-static int str_list(struct ci_parse *ps, const struct ynode *n,
-		    const char *what, bool commas, char ***out)
-{
-	size_t k = 0;
-	char **v;
-
-	*out = NULL;
-	if (ynode_is_null(n))
-		return 0;
-	if (n->type == Y_SCALAR && commas) {
-		char *save = NULL, *copy = xstrdup(n->value);
-		v = xcalloc(n->len / 2 + 2, sizeof(*v));
-		for (char *t = strtok_r(copy, ",", &save); t;
-		     t = strtok_r(NULL, ",", &save)) {
-			size_t len = strlen(t);
-			const char *s = t;
-			while (isspace((unsigned char)*s))
-				s++, len--;
-			while (len && isspace((unsigned char)s[len - 1]))
-				len--;
-			if (len)
-				v[k++] = xstrndup(s, len);
-		}
-		free(copy);
-		*out = v;
-		return 0;
-	}
-	if (n->type == Y_SCALAR) {
-		v = xcalloc(2, sizeof(*v));
-		if (scalar_str(ps, n, what, &v[0]) < 0) {
-			free(v);
-			return -1;
-		}
-		*out = v;
-		return 0;
-	}
-	if (n->type != Y_SEQ)
-		return ERR(ps, n, "%s must be a list, not %s", what,
-			   type_name(n));
-	v = xcalloc(n->n + 1, sizeof(*v));
-	for (size_t i = 0; i < n->n; i++) {
-		char *s;
-		if (scalar_str(ps, n->kids[i], what, &s) < 0) {
-			strv_free(v);
-			return -1;
-		}
-		if (s)
-			v[k++] = s;
-	}
-	*out = v;
-	return 0;
-}
-
 /* ---- commands ---- */
 
 static int one_cmd(struct ci_parse *ps, const struct ynode *n, const char *what,
@@ -152,10 +44,10 @@ static int one_cmd(struct ci_parse *ps, const struct ynode *n, const char *what,
 {
 	c->line = n->line;
 	if (n->type == Y_SCALAR)
-		return scalar_str(ps, n, what, &c->shell);
+		return ci_cc_str(ps, n, what, &c->shell);
 	if (n->type != Y_SEQ)
 		return ERR(ps, n, "%s: a command is a string or a list, not %s",
-			   what, type_name(n));
+			   what, ci_cc_type_name(n));
 	if (n->n == 0)
 		return ERR(ps, n, "%s: empty argument list", what);
 	c->argv = xcalloc(n->n + 1, sizeof(char *));
@@ -191,7 +83,8 @@ static int cmds(struct ci_parse *ps, const struct ynode *n, const char *what,
 		WARN(ps, n, "%s should be a list; taking it as one command",
 		     what);
 	} else {
-		ERR(ps, n, "%s must be a list, not %s", what, type_name(n));
+		ERR(ps, n, "%s must be a list, not %s", what,
+		    ci_cc_type_name(n));
 		return 0;
 	}
 	for (size_t i = 0; i < count; i++) {
@@ -335,7 +228,7 @@ static int content(struct ci_parse *ps, const struct ynode *n, enum enc enc,
 		r = buf_append(&raw, "", 0, &e);
 	else if (n->type != Y_SCALAR)
 		r = cerr_set(&e, EINVAL, "must be a string, not %s",
-			     type_name(n));
+			     ci_cc_type_name(n));
 	else if (n->tag && !strcmp(n->tag, TAG_BINARY))
 		r = ci_b64_decode(n->value, n->len, &raw, &e);
 	else
@@ -370,8 +263,8 @@ static bool owner_ok(const char *s)
 		return false;
 	memcpy(user, s, ul);
 	user[ul] = '\0';
-	return (name_ok(user) || strspn(user, "0123456789") == ul) &&
-	       (!colon || name_ok(colon + 1) ||
+	return (ci_name_ok(user) || strspn(user, "0123456789") == ul) &&
+	       (!colon || ci_name_ok(colon + 1) ||
 		(colon[1] &&
 		 strspn(colon + 1, "0123456789") == strlen(colon + 1)));
 }
@@ -386,7 +279,7 @@ static int file_keys(struct ci_parse *ps, const struct ynode *m,
 	bool warn = false;
 
 	n = ynode_get(m, "path");
-	if (!n || scalar_str(ps, n, "path", &s) < 0 || !s || !*s) {
+	if (!n || ci_cc_str(ps, n, "path", &s) < 0 || !s || !*s) {
 		free(s);
 		return ERR(ps, n ? n : m, "write_files entry without a path");
 	}
@@ -402,7 +295,7 @@ static int file_keys(struct ci_parse *ps, const struct ynode *m,
 	free(s);
 	f->path = xstrdup(rel);
 	if ((n = ynode_get(m, "owner")) &&
-	    scalar_str(ps, n, "owner", &f->owner) < 0)
+	    ci_cc_str(ps, n, "owner", &f->owner) < 0)
 		return -1;
 	if (f->owner && !owner_ok(f->owner))
 		return ERR(ps, n, "owner '%.64s' is not user[:group]",
@@ -410,9 +303,10 @@ static int file_keys(struct ci_parse *ps, const struct ynode *m,
 	f->mode = 0644;
 	if ((n = ynode_get(m, "permissions")) && !ynode_is_null(n)) {
 		if (ci_parse_mode(n, &f->mode, &warn) < 0)
-			return ERR(
-			    ps, n, "permissions '%.40s' are not an octal mode",
-			    n->type == Y_SCALAR ? n->value : type_name(n));
+			return ERR(ps, n,
+				   "permissions '%.40s' are not an octal mode",
+				   n->type == Y_SCALAR ? n->value
+						       : ci_cc_type_name(n));
 		if (warn)
 			WARN(ps, n,
 			     "permissions %s is the decimal number %s "
@@ -437,7 +331,7 @@ static void file_entry(struct ci_parse *ps, const struct ynode *m,
 
 	if (m->type != Y_MAP) {
 		ERR(ps, m, "%s entries must be mappings, not %s", what,
-		    type_name(m));
+		    ci_cc_type_name(m));
 		return;
 	}
 	for (size_t i = 0; i + 1 < m->n; i += 2) {
@@ -472,7 +366,8 @@ static void files(struct ci_parse *ps, const struct ynode *n, const char *what,
 	if (ynode_is_null(n))
 		return;
 	if (n->type != Y_SEQ) {
-		ERR(ps, n, "%s must be a list, not %s", what, type_name(n));
+		ERR(ps, n, "%s must be a list, not %s", what,
+		    ci_cc_type_name(n));
 		return;
 	}
 	for (size_t i = 0; i < n->n; i++)
@@ -524,7 +419,7 @@ static void host_key(struct ci_parse *ps, const struct ynode *n,
 {
 	char *s;
 
-	if (scalar_str(ps, n, what, &s) < 0)
+	if (ci_cc_str(ps, n, what, &s) < 0)
 		return;
 	if (s && !ci_hostname_ok(s)) {
 		ERR(ps, n, "%s '%.80s' is not a valid host name", what, s);
@@ -547,34 +442,19 @@ static void k_fqdn(struct ci_parse *ps, const struct ynode *n)
 
 static void k_preserve(struct ci_parse *ps, const struct ynode *n)
 {
-	scalar_bool(ps, n, "preserve_hostname", &ps->cfg->preserve_hostname);
+	ci_cc_bool(ps, n, "preserve_hostname", &ps->cfg->preserve_hostname);
 }
 
 static void k_prefer_fqdn(struct ci_parse *ps, const struct ynode *n)
 {
-	scalar_bool(ps, n, "prefer_fqdn_over_hostname", &ps->cfg->prefer_fqdn);
-}
-
-static int keys_list(struct ci_parse *ps, const struct ynode *n,
-		     const char *what, char ***out)
-{
-	if (str_list(ps, n, what, false, out) < 0)
-		return -1;
-	for (char **k = *out; k && *k; k++)
-		if (strpbrk(*k, "\n\r")) {
-			ERR(ps, n, "%s: a key must be one line", what);
-			strv_free(*out);
-			*out = NULL;
-			return -1;
-		}
-	return 0;
+	ci_cc_bool(ps, n, "prefer_fqdn_over_hostname", &ps->cfg->prefer_fqdn);
 }
 
 static void k_ssh_keys(struct ci_parse *ps, const struct ynode *n)
 {
 	char **v;
 
-	if (keys_list(ps, n, "ssh_authorized_keys", &v) < 0)
+	if (ci_cc_keys(ps, n, "ssh_authorized_keys", &v) < 0)
 		return;
 	strv_free(ps->cfg->ssh_keys);
 	ps->cfg->ssh_keys = v;
@@ -584,7 +464,7 @@ static void k_final_message(struct ci_parse *ps, const struct ynode *n)
 {
 	char *s;
 
-	if (scalar_str(ps, n, "final_message", &s) < 0)
+	if (ci_cc_str(ps, n, "final_message", &s) < 0)
 		return;
 	free(ps->cfg->final_message);
 	ps->cfg->final_message = s;
@@ -728,52 +608,9 @@ void ci_cloud_config_parse(struct ci_parse *ps, const char *text, size_t len)
 		ERR(ps, t.root,
 		    "cloud-config must be a mapping, not %s; "
 		    "ignored",
-		    type_name(t.root));
+		    ci_cc_type_name(t.root));
 	else if (t.root && t.root->type == Y_MAP)
 		for (size_t i = 0; i + 1 < t.root->n; i += 2)
 			top_key(ps, t.root->kids[i], t.root->kids[i + 1], seen);
 	ytree_free(&t);
-}
-
-/* Exposed for users.c's parser half (cloudconfig-users.c). */
-int ci_cc_str(struct ci_parse *ps, const struct ynode *n, const char *what,
-	      char **out)
-{
-	return scalar_str(ps, n, what, out);
-}
-
-int ci_cc_bool(struct ci_parse *ps, const struct ynode *n, const char *what,
-	       bool *out)
-{
-	return scalar_bool(ps, n, what, out);
-}
-
-int ci_cc_opt_bool(struct ci_parse *ps, const struct ynode *m, const char *key,
-		   bool *out)
-{
-	const struct ynode *n = ynode_get(m, key);
-
-	return n ? scalar_bool(ps, n, key, out) : 0;
-}
-
-int ci_cc_list(struct ci_parse *ps, const struct ynode *n, const char *what,
-	       bool commas, char ***out)
-{
-	return str_list(ps, n, what, commas, out);
-}
-
-int ci_cc_keys(struct ci_parse *ps, const struct ynode *n, const char *what,
-	       char ***out)
-{
-	return keys_list(ps, n, what, out);
-}
-
-bool ci_name_ok(const char *s)
-{
-	return name_ok(s);
-}
-
-bool ci_field_ok(const char *s)
-{
-	return field_ok(s);
 }
