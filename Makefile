@@ -6,7 +6,8 @@
 #                   integration); ends with "N passed, N failed"
 #   make asan       the same suite under ASan+UBSan (OUT=build-asan)
 #   make tsan       the agent's threaded tests under TSan (OUT=build-tsan)
-#   make lint       clang-format check and the banned-function check
+#   make lint       clang-format check and the banned-function check, the
+#                   layering and ring checks (builds the archives first)
 #   make fuzz       libFuzzer builds of every harness (clang)
 #   make fuzz-run   each harness under libFuzzer for FUZZ_SECONDS (30)
 
@@ -177,7 +178,10 @@ FUZZ_LIBFUZZER := $(patsubst tests/fuzz/%.c,$(OUT)/libfuzzer/%,$(FUZZ_SRC))
 
 obj = $(patsubst %.c,$(OUT)/obj/%.o,$(1))
 
-.PHONY: gpu-kit
+.PHONY: gpu-kit libs
+# The product archives alone (scripts/lint.sh reads them for rings).
+libs: $(COMMON_LIB) $(PULL_LIB) $(CINIT_LIB) $(BOOT_LIB) $(AGENT_LIB) \
+	$(RUNTIME_LIB) $(NET_LIB) $(CTL_LIB)
 .PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release \
 	static static-test image image-files image-test image-boot-test \
 	kube-router-test soak
