@@ -62,6 +62,13 @@ ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SAN) -D_GNU_SOURCE \
 # --as-needed: each binary loads only the libraries it calls (cell-agent and
 # cell-monitor never map libcurl or libarchive; see agent/base/pullproc.h).
 ALL_LDFLAGS := $(LDFLAGS) $(SAN) -Wl,--as-needed
+ifneq ($(STATIC),1)
+# RELR (glibc 2.36, binutils 2.38): the PIE's relative relocations packed
+# into a bitmap. cell-agent's .rela.dyn went from 466 KiB, all read at
+# start and kept resident, to 7 KiB: 0.45 MiB of every agent's and every
+# monitor's RSS (issue 28). musl's static build has no relocations.
+ALL_LDFLAGS += -Wl,-z,pack-relative-relocs
+endif
 ifeq ($(STATIC),1)
 # -isystem: the prefix links Debian's kernel headers, whose few macros that
 # musl's headers also define (NGROUPS_MAX) must not warn.
