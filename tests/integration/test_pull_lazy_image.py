@@ -254,3 +254,30 @@ def test_lazy_server_failure_falls_back_to_full_pull(registry, run_pull, mounts,
     assert os.path.isdir(os.path.join(w, "layers", "sha256", lazy.diff_hex))
     assert open(os.path.join(mp, "etc/motd")).read() == "two\n"
     assert not servers(w)
+
+
+def test_whiteout_and_entry_of_one_name_match_the_tar_core(registry, run_pull, mounts,
+                                                          caches, tmp_path):
+    """A layer that whites a name out and then writes it again (a directory:
+    opaque, as the tar core makes it; a file: replaced) shows through FUSE
+    what the full pull shows."""
+    base = Layer([Dir("d"), File("d/old", "old\n"), File("f", "old\n")])
+    esgz = EstargzLayer([Whiteout("d"), Dir("d"), File("d/new", "new\n"),
+                         Whiteout("f"), File("f", "new\n")])
+    layers = [base, esgz]
+    push(registry, "lazyimg/wh", "v1",
+         Image(layers, fmt="oci", mutate_manifest=annotate(layers)))
+    ref = registry.ref("lazyimg/wh", "v1")
+    wf, wl = str(tmp_path / "wf"), str(tmp_path / "wl")
+    caches += [wf, wl]
+    full, lz = str(tmp_path / "full"), str(tmp_path / "lazy")
+    mounts += [full, lz]
+    mount(run_pull, registry, ref, full, wf, "--lazy", "off")
+    err = mount(run_pull, registry, ref, lz, wl, env={"CELL_PULL_LAZY_BACKGROUND": "0"})
+    assert "1 lazy" in err, err[-2000:]
+    assert sorted(os.listdir(os.path.join(lz, "d"))) == ["new"]
+    assert open(os.path.join(lz, "f")).read() == "new\n"
+    diff = diff_listings(tree_listing(full), tree_listing(lz))
+    assert not diff, "\n".join(diff)
+    assert contents(full) == contents(lz)
+    subprocess.run(["umount", lz], check=True)
