@@ -140,6 +140,58 @@ out:
 	return r;
 }
 
+/* [from, to) is in the spool now: remember it, merged with its
+ * neighbours, when the in-order prefix has not reached it. Under mu. */
+static void have_add(struct lazy_layer *l, uint64_t from, uint64_t to)
+{
+	size_t i = 0, j;
+
+	if (to <= l->spool_pos)
+		return;
+	while (i < l->n_have && l->have[i].to < from)
+		i++;
+	j = i;
+	while (j < l->n_have && l->have[j].from <= to) {
+		from = l->have[j].from < from ? l->have[j].from : from;
+		to = l->have[j].to > to ? l->have[j].to : to;
+		j++;
+	}
+	if (j == i) { /* a new range at i */
+		if (l->n_have == l->cap_have) {
+			l->cap_have = l->cap_have ? 2 * l->cap_have : 16;
+			l->have =
+			    xrealloc(l->have, l->cap_have * sizeof(*l->have));
+		}
+		memmove(&l->have[i + 1], &l->have[i],
+			(l->n_have - i) * sizeof(*l->have));
+		l->n_have++;
+	} else if (j > i + 1) { /* ranges i..j-1 become one */
+		memmove(&l->have[i + 1], &l->have[j],
+			(l->n_have - j) * sizeof(*l->have));
+		l->n_have -= j - i - 1;
+	}
+	l->have[i].from = from;
+	l->have[i].to = to;
+}
+
+/* A member a read fetched, into the spool at its place, so that the
+ * background fetch does not ask for it again. Best effort: a failed write
+ * only costs that. */
+static void spool_put(struct lazy_layer *l, uint64_t off, const void *p,
+		      size_t n)
+{
+	uint64_t pos;
+
+	pthread_mutex_lock(&l->mu);
+	pos = l->spool_pos;
+	pthread_mutex_unlock(&l->mu);
+	if (off + n <= pos || fs_pwrite_all(l->spool, p, n, (off_t)off) < 0)
+		return;
+	pthread_mutex_lock(&l->mu);
+	have_add(l, off, off + n);
+	pthread_mutex_unlock(&l->mu);
+}
+
 /* Chunk i by itself, for a read: its member in one range request. */
 static int fetch_chunk(struct lazy_layer *l, size_t i, struct cerr *e)
 {
@@ -155,11 +207,45 @@ static int fetch_chunk(struct lazy_layer *l, size_t i, struct cerr *e)
 		return -1;
 	}
 	atomic_fetch_add(&l->st.ondemand_bytes, b.len);
+	spool_put(l, c->offset, b.data, b.len);
 	r = chunk_here(l, c)
 		? 0
 		: chunk_from_member(l, c, (const uint8_t *)b.data, b.len, e);
 	buf_free(&b);
 	return r;
+}
+
+/* The background fetch has c's member in its span under way: wait for
+ * it (a span is at most 4 MiB). True when it waited. */
+static bool wait_span(struct lazy_layer *l, const struct esgz_chunk *c)
+{
+	bool waited = false;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stop && l->spool_pos <= c->offset && c->end <= l->span_to) {
+		pthread_cond_wait(&l->cv, &l->mu);
+		waited = true;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return waited;
+}
+
+/* Another read fetching chunk idx (the kernel reads ahead on several
+ * threads): wait for it, then look again. Under mu; true when it took
+ * the fetch for the caller. */
+static bool claim_fetch(struct lazy_layer *l, size_t idx)
+{
+	bool waited = false;
+
+	while (l->fetching[idx] && !l->stop) {
+		pthread_cond_wait(&l->cv, &l->mu);
+		waited = true;
+	}
+	if (waited)
+		return false;
+	l->fetching[idx] = 1;
+	l->reading++;
+	return true;
 }
 
 static int chunk_get(struct lazy_layer *l, size_t idx, struct cerr *e)
@@ -173,14 +259,22 @@ static int chunk_get(struct lazy_layer *l, size_t idx, struct cerr *e)
 	if (c->end - c->offset > MEMBER_MAX)
 		return cerr_set(e, EIO, "chunk at %llu: member too large",
 				(unsigned long long)c->offset);
+	if (wait_span(l, c) && (fd = chunk_open(l, c)) >= 0)
+		return fd;
 	pthread_mutex_lock(&l->mu);
-	l->reading++;
+	while (!claim_fetch(l, idx)) {
+		pthread_mutex_unlock(&l->mu);
+		if ((fd = chunk_open(l, c)) >= 0)
+			return fd;
+		pthread_mutex_lock(&l->mu);
+	}
 	pthread_mutex_unlock(&l->mu);
 	t0 = now_ns();
 	r = fetch_chunk(l, idx, e);
 	atomic_fetch_add(&l->st.ondemand_fetches, 1);
 	atomic_fetch_add(&l->st.ondemand_ns, now_ns() - t0);
 	pthread_mutex_lock(&l->mu);
+	l->fetching[idx] = 0;
 	l->reading--;
 	pthread_cond_broadcast(&l->cv);
 	pthread_mutex_unlock(&l->mu);
@@ -251,7 +345,7 @@ static void take_chunks(struct lazy_layer *l)
 }
 
 /* Blob bytes [spool_pos, to) in one range request, into the spool. */
-static int advance(struct lazy_layer *l, uint64_t to, struct cerr *e)
+static int fetch_span(struct lazy_layer *l, uint64_t to, struct cerr *e)
 {
 	uint64_t from = l->spool_pos;
 	struct buf b;
@@ -269,10 +363,103 @@ static int advance(struct lazy_layer *l, uint64_t to, struct cerr *e)
 		return cerr_sys(e, "write %s spool", l->digest);
 	}
 	hasher_update(&l->spool_hash, b.data, b.len);
-	l->spool_pos = to;
 	buf_free(&b);
+	pthread_mutex_lock(&l->mu);
+	l->spool_pos = to;
+	pthread_mutex_unlock(&l->mu);
 	take_chunks(l);
 	return 0;
+}
+
+/* Blob bytes [spool_pos, to) in one range request, into the spool. A
+ * read of a chunk in that span waits for it (wait_span) rather than
+ * fetching the same bytes a second time. */
+static int advance(struct lazy_layer *l, uint64_t to, struct cerr *e)
+{
+	int r;
+
+	pthread_mutex_lock(&l->mu);
+	l->span_to = to;
+	pthread_mutex_unlock(&l->mu);
+	r = fetch_span(l, to, e);
+	pthread_mutex_lock(&l->mu);
+	l->span_to = 0;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	return r;
+}
+
+/* The spool's bytes [spool_pos, to), which reads put there: hashed in
+ * order, not fetched. */
+static int skip_had(struct lazy_layer *l, uint64_t to, struct cerr *e)
+{
+	size_t n = 1u << 20;
+	char *buf = xmalloc(n);
+	uint64_t at = l->spool_pos;
+
+	while (at < to) {
+		size_t k = to - at < n ? (size_t)(to - at) : n;
+
+		if (pread(l->spool, buf, k, (off_t)at) != (ssize_t)k) {
+			free(buf);
+			return cerr_sys(e, "read %s spool", l->digest);
+		}
+		hasher_update(&l->spool_hash, buf, k);
+		at += k;
+	}
+	free(buf);
+	pthread_mutex_lock(&l->mu);
+	l->spool_pos = to;
+	pthread_mutex_unlock(&l->mu);
+	take_chunks(l);
+	return 0;
+}
+
+/* A span ends where a member does, so that a read of a member in the
+ * span under way can wait for it (wait_span) and none is fetched twice:
+ * to, moved to the end of the member it cuts. */
+static uint64_t member_end(const struct lazy_layer *l, uint64_t to)
+{
+	const struct esgz_chunk *ch = l->toc.chunks;
+	size_t lo = 0, hi = l->toc.n_chunks;
+
+	while (lo < hi) { /* the first chunk at or after to */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ch[mid].offset < to)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && ch[lo - 1].end > to)
+		return ch[lo - 1].end;
+	return to;
+}
+
+/* Where the background goes next from spool_pos: *to, and whether the
+ * spool has those bytes already (a read put them there). */
+static bool next_span(struct lazy_layer *l, uint64_t *to)
+{
+	uint64_t pos = l->spool_pos;
+	bool had = false;
+	size_t i = 0;
+
+	pthread_mutex_lock(&l->mu);
+	while (i < l->n_have && l->have[i].to <= pos)
+		i++;
+	memmove(l->have, &l->have[i], (l->n_have - i) * sizeof(*l->have));
+	l->n_have -= i;
+	*to = l->size - pos > SPAN_BG_MAX ? pos + SPAN_BG_MAX : l->size;
+	if (l->n_have && l->have[0].from <= pos) {
+		*to = l->have[0].to;
+		had = true;
+	} else if (l->n_have && l->have[0].from < *to) {
+		*to = l->have[0].from; /* where a member a read took starts */
+	} else {
+		*to = member_end(l, *to);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return had;
 }
 
 int lazy_prefetch(struct lazy_layer *l, struct cerr *e)
@@ -306,10 +493,15 @@ static int fetch_rest(struct lazy_layer *l)
 
 	while (l->spool_pos < l->size) {
 		struct cerr e = {0};
-		uint64_t to = l->size - l->spool_pos > SPAN_BG_MAX
-				  ? l->spool_pos + SPAN_BG_MAX
-				  : l->size;
+		uint64_t to;
 
+		if (next_span(l, &to)) {
+			if (skip_had(l, to, &e) < 0) {
+				log_warn("lazy layer %s: %s", l->digest, e.msg);
+				return -1;
+			}
+			continue;
+		}
 		pthread_mutex_lock(&l->mu);
 		while (l->reading > 0 && !l->stop)
 			pthread_cond_wait(&l->cv, &l->mu);
@@ -513,6 +705,7 @@ int lazy_open(struct registry *reg, const struct cache *c,
 	if (get_toc(l, d->toc_digest, e) < 0 ||
 	    hasher_init(&l->spool_hash, l->digest, e) < 0)
 		goto fail;
+	l->fetching = xcalloc(l->toc.n_chunks + 1, 1);
 	snprintf(name, sizeof(name), "%s", d->digest);
 	name[strcspn(name, ":")] = '-';
 	dir = cache_path(c, "lazy/%s/chunks", name);
@@ -558,6 +751,8 @@ void lazy_close(struct lazy_layer *l)
 			unlinkat(l->dir, "blob.part", 0);
 	}
 	hasher_free(&l->spool_hash);
+	free(l->have);
+	free(l->fetching);
 	if (l->chunk_dir >= 0)
 		close(l->chunk_dir);
 	if (l->dir >= 0)

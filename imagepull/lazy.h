@@ -35,13 +35,22 @@ struct lazy_layer {
 	 * its digest and every chunk check out, it is the blob the ordinary
 	 * unpacker turns into a cached layer (lazy_promote). */
 	int spool;
-	uint64_t spool_pos;
+	uint64_t spool_pos; /* the in-order, hashed prefix (under mu) */
+	/* Members reads fetched beyond spool_pos, already in the spool (under
+	 * mu): the background fetch hashes them from there, never fetches
+	 * them again. Sorted, disjoint. */
+	struct lazy_range {
+		uint64_t from, to;
+	} * have;
+	size_t n_have, cap_have;
+	uint64_t span_to;  /* the background's request under way: its end */
 	size_t next_chunk; /* the first chunk not yet taken from the spool */
 	struct hasher spool_hash;
 	atomic_bool promoted;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int reading; /* on-demand fetches under way: background waits */
+	int reading;	   /* on-demand fetches under way: background waits */
+	uint8_t *fetching; /* per chunk: a read is fetching it (under mu) */
 	bool stop, bg_running;
 	pthread_t bg;
 	struct lazy_stats st;

@@ -281,3 +281,36 @@ def test_whiteout_and_entry_of_one_name_match_the_tar_core(registry, run_pull, m
     assert not diff, "\n".join(diff)
     assert contents(full) == contents(lz)
     subprocess.run(["umount", lz], check=True)
+
+
+def test_reads_racing_the_background_fetch_fetch_each_byte_once(registry, make_proxy,
+                                                                run_pull, mounts, caches,
+                                                                tmp_path):
+    """Reads while the background fetch runs (a slow link): what a read
+    fetched goes into the spool and the background does not ask for it
+    again, a read of a member the background is fetching waits for it;
+    the layer is promoted with about one blob's bytes fetched in all."""
+    files = [File(f"d/{i:02d}", _prng(b"race%d" % i, 250_000 + 7_000 * i))
+             for i in range(40)]  # 12 MB: three background spans
+    esgz = EstargzLayer([Dir("d"), *files], chunk_size=65536)
+    push(registry, "lazyimg/race", "v1",
+         Image([esgz], fmt="oci", mutate_manifest=annotate([esgz])))
+    proxy = make_proxy(registry)
+    proxy.rate = 4e6
+    ref = f"{proxy.host}/lazyimg/race:v1"
+    w = str(tmp_path / "w")
+    caches.append(w)
+    mp = str(tmp_path / "m")
+    mounts.append(mp)
+    rc, _, err = run_pull("--image", ref, "--mount", mp, "--workdir", w, "-v")
+    assert rc == 0, err[-2000:]
+    for f in reversed(files):  # against the background's order
+        assert open(os.path.join(mp, f.name), "rb").read() == f.content
+    layer = os.path.join(w, "layers", "sha256", esgz.diff_hex)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not os.path.isdir(layer):
+        time.sleep(0.1)
+    assert os.path.isdir(layer)
+    got = sum(r.sent for r in proxy.requests(esgz.digest))
+    assert got <= esgz.size * 1.05 + 4096, (got, esgz.size)
+    subprocess.run(["umount", mp], check=True)
