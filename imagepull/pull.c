@@ -867,6 +867,10 @@ static int serve_lazy(struct pull *p, struct cerr *e)
 	 * the gc it is there; its promotion takes the gc lock for a while). */
 	close(p->cache.gc_lock);
 	p->cache.gc_lock = -1;
+	/* Nor does it hold the directory it was started in (a unit's, when
+	 * a pull started it), which an unmount could then not take away. */
+	if (chdir("/") < 0)
+		log_warn("chdir /: %m");
 	r = lazyfs_serve(l, p->o->mount_at, lazy_ready, p, e);
 	log_info("lazy layer %s: %llu bytes on demand (%llu fetches, %llu ms), "
 		 "%llu in the background, %llu chunks refused%s",
