@@ -759,7 +759,9 @@ static void finish(struct builder *b)
 
 		if (!S_ISDIR(nd->mode))
 			continue;
-		qsort(nd->children, nd->n_children, sizeof(size_t), by_base);
+		if (nd->n_children) /* an empty one has no array */
+			qsort(nd->children, nd->n_children, sizeof(size_t),
+			      by_base);
 		nd->nlink = 2;
 		for (size_t c = 0; c < nd->n_children; c++)
 			if (S_ISDIR(

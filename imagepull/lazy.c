@@ -447,8 +447,11 @@ static bool next_span(struct lazy_layer *l, uint64_t *to)
 	pthread_mutex_lock(&l->mu);
 	while (i < l->n_have && l->have[i].to <= pos)
 		i++;
-	memmove(l->have, &l->have[i], (l->n_have - i) * sizeof(*l->have));
-	l->n_have -= i;
+	if (i) {
+		memmove(l->have, &l->have[i],
+			(l->n_have - i) * sizeof(*l->have));
+		l->n_have -= i;
+	}
 	*to = l->size - pos > SPAN_BG_MAX ? pos + SPAN_BG_MAX : l->size;
 	if (l->n_have && l->have[0].from <= pos) {
 		*to = l->have[0].to;
