@@ -296,7 +296,7 @@ def test_reads_racing_the_background_fetch_fetch_each_byte_once(registry, make_p
     push(registry, "lazyimg/race", "v1",
          Image([esgz], fmt="oci", mutate_manifest=annotate([esgz])))
     proxy = make_proxy(registry)
-    proxy.rate = 4e6
+    proxy.rate = 8e6
     ref = f"{proxy.host}/lazyimg/race:v1"
     w = str(tmp_path / "w")
     caches.append(w)
@@ -314,3 +314,38 @@ def test_reads_racing_the_background_fetch_fetch_each_byte_once(registry, make_p
     got = sum(r.sent for r in proxy.requests(esgz.digest))
     assert got <= esgz.size * 1.05 + 4096, (got, esgz.size)
     subprocess.run(["umount", mp], check=True)
+
+
+def test_killed_server_is_replaced_by_the_next_pull(registry, run_pull, mounts, caches,
+                                                   tmp_path):
+    """A server killed -9 leaves its dead FUSE mount and its marks; the
+    next pull detaches the mount, starts a new server and mounts through
+    it; the gc then leaves nothing."""
+    img, lazy = image()
+    ref = registry.ref("lazyimg/killed", "v1")
+    push(registry, "lazyimg/killed", "v1", img)
+    w = str(tmp_path / "w")
+    caches.append(w)
+    m1, m2 = str(tmp_path / "m1"), str(tmp_path / "m2")
+    mounts += [m1, m2]
+    env = {"CELL_PULL_LAZY_BACKGROUND": "0"}
+    mount(run_pull, registry, ref, m1, w, env=env)
+    (old,) = servers(w)
+    os.kill(old, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and servers(w):
+        time.sleep(0.05)
+    assert not servers(w)
+    with pytest.raises(OSError):
+        open(os.path.join(m1, "etc/motd")).read()  # ENOTCONN through the overlay
+    subprocess.run(["umount", m1], check=True)
+    err = mount(run_pull, registry, ref, m2, w, env=env)
+    assert "1 lazy" in err and "adopting" not in err, err[-2000:]
+    (new,) = servers(w)
+    assert new != old
+    assert open(os.path.join(m2, "etc/motd")).read() == "two\n"
+    subprocess.run(["umount", m2], check=True)
+    rc, _, err = run_pull("--gc", "--workdir", w)
+    assert rc == 0, err
+    assert not servers(w) and not lazy_mounts(w)
+    assert os.listdir(os.path.join(w, "lazy")) == []
