@@ -37,7 +37,8 @@ static bool take(struct pull_cached_opts *o, const char *k, const char *v)
 	else if (!strcmp(k, "--shared-cache"))
 		o->shared_cache = v;
 	else if (strcmp(k, "--progress") && strcmp(k, "--insecure-registry") &&
-		 strcmp(k, "--credentials-fd") && strcmp(k, "--keep-free-mib"))
+		 strcmp(k, "--credentials-fd") &&
+		 strcmp(k, "--keep-free-mib") && strcmp(k, "--lazy"))
 		return false;
 	return true;
 }

@@ -101,7 +101,8 @@ static int serve(const struct pull_cached_opts *o, const struct cache *c,
 				   : 0;
 		if (r == 0)
 			r = overlay_mount(c, img->diff_ids, img->n_diff_ids,
-					  fds, o->mount_at, o->upper_dir, e);
+					  fds, NULL, o->mount_at, o->upper_dir,
+					  e);
 		r = r < 0 ? -1 : 1;
 	}
 	for (size_t i = 0; i < img->n_diff_ids; i++)

@@ -175,6 +175,9 @@ struct builder {
 	uint64_t *offs; /* distinct member offsets, ascending */
 	size_t n_offs, cap_offs;
 	size_t *chunk_member; /* per chunk: its index in offs */
+	/* A name this entry takes over (NONE: a new name): a whiteout and an
+	 * entry of the same name, the later wins as in the tar core. */
+	size_t reuse;
 	struct cerr *e;
 };
 
@@ -259,6 +262,15 @@ static size_t new_dent(struct builder *b, char *path, size_t parent,
 	struct esgz_dent *d;
 	const char *slash = strrchr(path, '/');
 
+	if (b->reuse != NONE) { /* the name stays, its node changes */
+		size_t r = b->reuse;
+
+		b->reuse = NONE;
+		free(path);
+		t->nodes[t->dents[r].node].nlink--;
+		t->dents[r].node = node;
+		return r;
+	}
 	if (t->n_dents == b->cap_dents) {
 		b->cap_dents = b->cap_dents ? b->cap_dents * 2 : 256;
 		t->dents = xrealloc(t->dents, b->cap_dents * sizeof(*d));
@@ -524,9 +536,17 @@ static int whiteout(struct builder *b, char *path, const char *base,
 		return cerr_set(b->e, EINVAL, "%s: invalid whiteout name '%s'",
 				at, base);
 	memmove(path + (base - path), victim, strlen(victim) + 1);
-	if (find(b, path) != NONE)
-		return cerr_set(b->e, EINVAL, "%s: '%s' is named twice", at,
-				path);
+	b->reuse = find(b, path);
+	/* An earlier entry of this layer: the whiteout replaces it, as the
+	 * tar core's does (a directory there, with its tree, is refused). */
+	if (b->reuse != NONE &&
+	    S_ISDIR(b->t->nodes[b->t->dents[b->reuse].node].mode)) {
+		b->reuse = NONE;
+		return cerr_set(b->e, EINVAL,
+				"%s: '%s' is named twice (a directory and a "
+				"whiteout)",
+				at, path);
+	}
 	node = new_node(b, S_IFCHR);
 	new_dent(b, xstrdup(path), dir, node);
 	return 0;
@@ -584,8 +604,8 @@ static int node_entry(struct builder *b, const json_t *o, const char *at,
 	size_t node = new_node(b, fmt);
 	struct esgz_node *nd = &t->nodes[node];
 	int64_t v = 0;
+	size_t dent = new_dent(b, path, dir, node);
 
-	new_dent(b, path, dir, node);
 	if (parse_attrs(b, o, at, nd) < 0)
 		return -1;
 	if (S_ISLNK(fmt)) {
@@ -612,8 +632,30 @@ static int node_entry(struct builder *b, const json_t *o, const char *at,
 	t->data_bytes += nd->size;
 	if (!nd->size)
 		return 0;
-	b->file_path = t->dents[t->n_dents - 1].path;
+	b->file_path = t->dents[dent].path;
 	return add_chunk(b, o, at, node, 0);
+}
+
+static bool is_whiteout(const struct esgz_node *n)
+{
+	return S_ISCHR(n->mode) && n->rdev == 0;
+}
+
+/* An entry after this layer's whiteout of the same name replaces it, as
+ * in the tar core; a directory there must hide the lower directory as the
+ * whiteout did, so it is opaque (unpack.c's apply_dir). */
+static int replace_whiteout(struct builder *b, const json_t *o, const char *at,
+			    char *path, size_t dir, mode_t fmt, size_t d)
+{
+	int r;
+
+	b->reuse = d;
+	r = fmt ? node_entry(b, o, at, path, dir, fmt)
+		: hardlink(b, o, at, path, dir);
+	b->reuse = NONE;
+	if (r == 0 && fmt == S_IFDIR)
+		b->t->nodes[b->t->dents[d].node].opaque = true;
+	return r;
 }
 
 static int entry(struct builder *b, const json_t *o, const char *at)
@@ -679,8 +721,11 @@ static int entry(struct builder *b, const json_t *o, const char *at)
 			b->implicit[n] = false;
 			return parse_attrs(b, o, at, &b->t->nodes[n]);
 		}
-		return cerr_set(b->e, EINVAL, "%s: '%.240s' is named twice", at,
-				clean);
+		if (!is_whiteout(&b->t->nodes[n]))
+			return cerr_set(b->e, EINVAL,
+					"%s: '%.240s' is named twice", at,
+					clean);
+		return replace_whiteout(b, o, at, xstrdup(clean), dir, fmt, d);
 	}
 	if (!fmt)
 		return hardlink(b, o, at, xstrdup(clean), dir);
@@ -714,7 +759,9 @@ static void finish(struct builder *b)
 
 		if (!S_ISDIR(nd->mode))
 			continue;
-		qsort(nd->children, nd->n_children, sizeof(size_t), by_base);
+		if (nd->n_children) /* an empty one has no array */
+			qsort(nd->children, nd->n_children, sizeof(size_t),
+			      by_base);
 		nd->nlink = 2;
 		for (size_t c = 0; c < nd->n_children; c++)
 			if (S_ISDIR(
@@ -728,7 +775,7 @@ int esgz_toc_parse(const char *json, size_t len, uint64_t toc_offset,
 		   struct esgz_toc *out, struct cerr *e)
 {
 	cleanup_json json_t *root = NULL;
-	struct builder b = {.t = out, .file = NONE, .e = e};
+	struct builder b = {.t = out, .file = NONE, .reuse = NONE, .e = e};
 	json_t *entries, *v;
 	int64_t version = 0;
 	char at[48];

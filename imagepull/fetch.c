@@ -623,3 +623,49 @@ out:
 	free(pr.in);
 	return ret;
 }
+
+/* ---- into the cache ---- */
+
+/* The layer's lock into *lock, and tmp made afresh for it: 1 when the
+ * layer is in the cache already (another pull put it in), 0, or -1. */
+int fetch_layer_claim(const struct cache *c, const char *diff_id,
+		      const char *tmp, int *lock, struct cerr *e)
+{
+	*lock = cache_lock(c, diff_id, e);
+	if (*lock < 0)
+		return -1;
+	if (cache_has_layer(c, diff_id))
+		return 1;
+	if (fs_rm_rf_at(c->fd, tmp, e) < 0)
+		return -1;
+	if (mkdirat(c->fd, tmp, 0755) < 0)
+		return cerr_sys(e, "mkdir %s/%s", c->root, tmp);
+	return 0;
+}
+
+/* Unpack one layer into the cache: tmp/layer-…, then rename. */
+int fetch_overlay_layer(struct fetch *f, struct layer_job *l, struct cerr *e)
+{
+	const struct cache *c = f->cache;
+	cleanup_free char *tmp = xasprintf("tmp/layer-%s", l->diff_id);
+	cleanup_free char *dst = xasprintf("layers/%s", l->diff_id);
+	cleanup_close int lock = -1, root = -1;
+	int r;
+
+	*strchr(tmp, ':') = '-';
+	*strchr(dst, ':') = '/';
+	if ((r = fetch_layer_claim(c, l->diff_id, tmp, &lock, e)) != 0)
+		return r < 0 ? -1 : 0;
+	root = openat(c->fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return cerr_sys(e, "open %s/%s", c->root, tmp);
+	if (layer_unpack(f, l, root, UNPACK_OVERLAY, e) < 0 ||
+	    renameat(c->fd, tmp, c->fd, dst) < 0) {
+		if (!e->code)
+			cerr_sys(e, "commit layer %s", l->diff_id);
+		struct cerr ignore = {0};
+		fs_rm_rf_at(c->fd, tmp, &ignore);
+		return -1;
+	}
+	return 0;
+}

@@ -36,6 +36,7 @@ struct layer_job {
 	const char *diff_id;
 	struct blob_job *blob;
 	bool needed; /* overlay: not yet in the cache */
+	bool lazy;   /* overlay: an eStargz layer served through FUSE */
 };
 
 struct fetch {
@@ -59,5 +60,13 @@ void fetch_emit(struct fetch *f, const struct pull_event *ev);
 void blob_job_run(struct fetch *f, struct blob_job *b);
 int layer_unpack(struct fetch *f, struct layer_job *l, int rootfd,
 		 enum unpack_mode mode, struct cerr *e);
+/* The layer's lock into *lock, and tmp (relative to the cache) made
+ * afresh for it: 1 when the layer is in the cache already, 0, or -1. */
+int fetch_layer_claim(const struct cache *c, const char *diff_id,
+		      const char *tmp, int *lock, struct cerr *e);
+/* Unpack one layer into the cache in overlay form: tmp/layer-<diff-id>,
+ * checked against its diff-id, then renamed into layers/ (a pull's layer
+ * thread, and a lazy layer's promotion once its blob is whole). */
+int fetch_overlay_layer(struct fetch *f, struct layer_job *l, struct cerr *e);
 
 #endif

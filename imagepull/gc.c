@@ -14,6 +14,7 @@
 #include "cleanup.h"
 #include "fsutil.h"
 #include "jsonutil.h"
+#include "lazy.h"
 #include "pull-internal.h"
 #include "util.h"
 
@@ -223,6 +224,7 @@ int pull_gc(const char *workdir, struct pull_gc_stats *st, struct cerr *e)
 		goto out;
 	keep_add(&gc, "gc");
 	if (read_records(&c, &blobs, &layers, e) < 0 ||
+	    lazyproc_gc(&c, st, e) < 0 ||
 	    sweep(&c, "tmp", NULL, kept, NULL, st, e) < 0 ||
 	    sweep(&c, "locks", NULL, kept, &gc, st, e) < 0 ||
 	    sweep(&c, "blobs", "sha256", kept, &blobs, st, e) < 0 ||

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "fetch.h"
 #include "fsutil.h"
 #include "gunzip.h"
 #include "log.h"
@@ -139,38 +140,112 @@ out:
 	return r;
 }
 
-/* Chunks [i, j) in one range request. */
-static int fetch_span(struct lazy_layer *l, size_t i, size_t j, bool ondemand,
-		      struct cerr *e)
+/* [from, to) is in the spool now: remember it, merged with its
+ * neighbours, when the in-order prefix has not reached it. Under mu. */
+static void have_add(struct lazy_layer *l, uint64_t from, uint64_t to)
 {
-	const struct esgz_chunk *ch = l->toc.chunks;
-	uint64_t from = ch[i].offset, to = ch[j - 1].end;
-	struct buf b;
-	int r = 0;
+	size_t i = 0, j;
 
-	buf_init(&b, (size_t)(to - from));
-	if (registry_get_range(l->reg, l->digest, from, (size_t)(to - from), &b,
-			       e) < 0) {
+	if (to <= l->spool_pos)
+		return;
+	while (i < l->n_have && l->have[i].to < from)
+		i++;
+	j = i;
+	while (j < l->n_have && l->have[j].from <= to) {
+		from = l->have[j].from < from ? l->have[j].from : from;
+		to = l->have[j].to > to ? l->have[j].to : to;
+		j++;
+	}
+	if (j == i) { /* a new range at i */
+		if (l->n_have == l->cap_have) {
+			l->cap_have = l->cap_have ? 2 * l->cap_have : 16;
+			l->have =
+			    xrealloc(l->have, l->cap_have * sizeof(*l->have));
+		}
+		memmove(&l->have[i + 1], &l->have[i],
+			(l->n_have - i) * sizeof(*l->have));
+		l->n_have++;
+	} else if (j > i + 1) { /* ranges i..j-1 become one */
+		memmove(&l->have[i + 1], &l->have[j],
+			(l->n_have - j) * sizeof(*l->have));
+		l->n_have -= j - i - 1;
+	}
+	l->have[i].from = from;
+	l->have[i].to = to;
+}
+
+/* A member a read fetched, into the spool at its place, so that the
+ * background fetch does not ask for it again. Best effort: a failed write
+ * only costs that. */
+static void spool_put(struct lazy_layer *l, uint64_t off, const void *p,
+		      size_t n)
+{
+	uint64_t pos;
+
+	pthread_mutex_lock(&l->mu);
+	pos = l->spool_pos;
+	pthread_mutex_unlock(&l->mu);
+	if (off + n <= pos || fs_pwrite_all(l->spool, p, n, (off_t)off) < 0)
+		return;
+	pthread_mutex_lock(&l->mu);
+	have_add(l, off, off + n);
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Chunk i by itself, for a read: its member in one range request. */
+static int fetch_chunk(struct lazy_layer *l, size_t i, struct cerr *e)
+{
+	const struct esgz_chunk *c = &l->toc.chunks[i];
+	struct buf b;
+	int r;
+
+	buf_init(&b, (size_t)(c->end - c->offset));
+	if (registry_get_range(l->reg, l->digest, c->offset,
+			       (size_t)(c->end - c->offset), &b, e) < 0) {
 		buf_free(&b);
 		e->code = EIO;
 		return -1;
 	}
-	if (ondemand)
-		atomic_fetch_add(&l->st.ondemand_bytes, b.len);
-	else
-		atomic_fetch_add(&l->st.background_bytes, b.len);
-	for (size_t k = i; k < j && r == 0; k++) {
-		if (k > i && ch[k].offset == ch[k - 1].offset && !ondemand &&
-		    chunk_here(l, &ch[k]))
-			continue;
-		if (!chunk_here(l, &ch[k]))
-			r = chunk_from_member(
-			    l, &ch[k],
-			    (const uint8_t *)b.data + (ch[k].offset - from),
-			    (size_t)(ch[k].end - ch[k].offset), e);
-	}
+	atomic_fetch_add(&l->st.ondemand_bytes, b.len);
+	spool_put(l, c->offset, b.data, b.len);
+	r = chunk_here(l, c)
+		? 0
+		: chunk_from_member(l, c, (const uint8_t *)b.data, b.len, e);
 	buf_free(&b);
 	return r;
+}
+
+/* The background fetch has c's member in its span under way: wait for
+ * it (a span is at most 4 MiB). True when it waited. */
+static bool wait_span(struct lazy_layer *l, const struct esgz_chunk *c)
+{
+	bool waited = false;
+
+	pthread_mutex_lock(&l->mu);
+	while (!l->stop && l->spool_pos <= c->offset && c->end <= l->span_to) {
+		pthread_cond_wait(&l->cv, &l->mu);
+		waited = true;
+	}
+	pthread_mutex_unlock(&l->mu);
+	return waited;
+}
+
+/* Another read fetching chunk idx (the kernel reads ahead on several
+ * threads): wait for it, then look again. Under mu; true when it took
+ * the fetch for the caller. */
+static bool claim_fetch(struct lazy_layer *l, size_t idx)
+{
+	bool waited = false;
+
+	while (l->fetching[idx] && !l->stop) {
+		pthread_cond_wait(&l->cv, &l->mu);
+		waited = true;
+	}
+	if (waited)
+		return false;
+	l->fetching[idx] = 1;
+	l->reading++;
+	return true;
 }
 
 static int chunk_get(struct lazy_layer *l, size_t idx, struct cerr *e)
@@ -184,14 +259,22 @@ static int chunk_get(struct lazy_layer *l, size_t idx, struct cerr *e)
 	if (c->end - c->offset > MEMBER_MAX)
 		return cerr_set(e, EIO, "chunk at %llu: member too large",
 				(unsigned long long)c->offset);
+	if (wait_span(l, c) && (fd = chunk_open(l, c)) >= 0)
+		return fd;
 	pthread_mutex_lock(&l->mu);
-	l->reading++;
+	while (!claim_fetch(l, idx)) {
+		pthread_mutex_unlock(&l->mu);
+		if ((fd = chunk_open(l, c)) >= 0)
+			return fd;
+		pthread_mutex_lock(&l->mu);
+	}
 	pthread_mutex_unlock(&l->mu);
 	t0 = now_ns();
-	r = fetch_span(l, idx, idx + 1, true, e);
+	r = fetch_chunk(l, idx, e);
 	atomic_fetch_add(&l->st.ondemand_fetches, 1);
 	atomic_fetch_add(&l->st.ondemand_ns, now_ns() - t0);
 	pthread_mutex_lock(&l->mu);
+	l->fetching[idx] = 0;
 	l->reading--;
 	pthread_cond_broadcast(&l->cv);
 	pthread_mutex_unlock(&l->mu);
@@ -235,6 +318,153 @@ int lazy_read(struct lazy_layer *l, const struct esgz_node *nd, uint64_t off,
 	return 0;
 }
 
+/* The chunks whose members lie whole in the spool now, kept (those not
+ * here yet). A chunk that fails its digest is counted and left out: reads
+ * of it are EIO, and the layer is never promoted. */
+static void take_chunks(struct lazy_layer *l)
+{
+	const struct esgz_chunk *ch = l->toc.chunks;
+
+	for (; l->next_chunk < l->toc.n_chunks &&
+	       ch[l->next_chunk].end <= l->spool_pos;
+	     l->next_chunk++) {
+		const struct esgz_chunk *c = &ch[l->next_chunk];
+		size_t n = (size_t)(c->end - c->offset);
+		struct cerr e = {0};
+		uint8_t *gz;
+
+		if (n > MEMBER_MAX || chunk_here(l, c))
+			continue;
+		gz = xmalloc(n ? n : 1);
+		if (pread(l->spool, gz, n, (off_t)c->offset) != (ssize_t)n)
+			log_warn("lazy layer %s: read spool: %m", l->digest);
+		else if (chunk_from_member(l, c, gz, n, &e) < 0)
+			log_warn("lazy layer %s: %s", l->digest, e.msg);
+		free(gz);
+	}
+}
+
+/* Blob bytes [spool_pos, to) in one range request, into the spool. */
+static int fetch_span(struct lazy_layer *l, uint64_t to, struct cerr *e)
+{
+	uint64_t from = l->spool_pos;
+	struct buf b;
+
+	buf_init(&b, (size_t)(to - from));
+	if (registry_get_range(l->reg, l->digest, from, (size_t)(to - from), &b,
+			       e) < 0) {
+		buf_free(&b);
+		e->code = EIO;
+		return -1;
+	}
+	atomic_fetch_add(&l->st.background_bytes, b.len);
+	if (fs_pwrite_all(l->spool, b.data, b.len, (off_t)from) < 0) {
+		buf_free(&b);
+		return cerr_sys(e, "write %s spool", l->digest);
+	}
+	hasher_update(&l->spool_hash, b.data, b.len);
+	buf_free(&b);
+	pthread_mutex_lock(&l->mu);
+	l->spool_pos = to;
+	pthread_mutex_unlock(&l->mu);
+	take_chunks(l);
+	return 0;
+}
+
+/* Blob bytes [spool_pos, to) in one range request, into the spool. A
+ * read of a chunk in that span waits for it (wait_span) rather than
+ * fetching the same bytes a second time. */
+static int advance(struct lazy_layer *l, uint64_t to, struct cerr *e)
+{
+	int r;
+
+	pthread_mutex_lock(&l->mu);
+	l->span_to = to;
+	pthread_mutex_unlock(&l->mu);
+	r = fetch_span(l, to, e);
+	pthread_mutex_lock(&l->mu);
+	l->span_to = 0;
+	pthread_cond_broadcast(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	return r;
+}
+
+/* The spool's bytes [spool_pos, to), which reads put there: hashed in
+ * order, not fetched. */
+static int skip_had(struct lazy_layer *l, uint64_t to, struct cerr *e)
+{
+	size_t n = 1u << 20;
+	char *buf = xmalloc(n);
+	uint64_t at = l->spool_pos;
+
+	while (at < to) {
+		size_t k = to - at < n ? (size_t)(to - at) : n;
+
+		if (pread(l->spool, buf, k, (off_t)at) != (ssize_t)k) {
+			free(buf);
+			return cerr_sys(e, "read %s spool", l->digest);
+		}
+		hasher_update(&l->spool_hash, buf, k);
+		at += k;
+	}
+	free(buf);
+	pthread_mutex_lock(&l->mu);
+	l->spool_pos = to;
+	pthread_mutex_unlock(&l->mu);
+	take_chunks(l);
+	return 0;
+}
+
+/* A span ends where a member does, so that a read of a member in the
+ * span under way can wait for it (wait_span) and none is fetched twice:
+ * to, moved to the end of the member it cuts. */
+static uint64_t member_end(const struct lazy_layer *l, uint64_t to)
+{
+	const struct esgz_chunk *ch = l->toc.chunks;
+	size_t lo = 0, hi = l->toc.n_chunks;
+
+	while (lo < hi) { /* the first chunk at or after to */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ch[mid].offset < to)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && ch[lo - 1].end > to)
+		return ch[lo - 1].end;
+	return to;
+}
+
+/* Where the background goes next from spool_pos: *to, and whether the
+ * spool has those bytes already (a read put them there). */
+static bool next_span(struct lazy_layer *l, uint64_t *to)
+{
+	uint64_t pos = l->spool_pos;
+	bool had = false;
+	size_t i = 0;
+
+	pthread_mutex_lock(&l->mu);
+	while (i < l->n_have && l->have[i].to <= pos)
+		i++;
+	if (i) {
+		memmove(l->have, &l->have[i],
+			(l->n_have - i) * sizeof(*l->have));
+		l->n_have -= i;
+	}
+	*to = l->size - pos > SPAN_BG_MAX ? pos + SPAN_BG_MAX : l->size;
+	if (l->n_have && l->have[0].from <= pos) {
+		*to = l->have[0].to;
+		had = true;
+	} else if (l->n_have && l->have[0].from < *to) {
+		*to = l->have[0].from; /* where a member a read took starts */
+	} else {
+		*to = member_end(l, *to);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return had;
+}
+
 int lazy_prefetch(struct lazy_layer *l, struct cerr *e)
 {
 	size_t j = 0;
@@ -246,45 +476,79 @@ int lazy_prefetch(struct lazy_layer *l, struct cerr *e)
 		return 0;
 	if (l->toc.chunks[j - 1].end > SPAN_PREFETCH_MAX)
 		return 0; /* too large for one request: on demand instead */
-	return fetch_span(l, 0, j, false, e);
+	return advance(l, l->toc.chunks[j - 1].end, e);
+}
+
+static bool stopped(struct lazy_layer *l)
+{
+	bool s;
+
+	pthread_mutex_lock(&l->mu);
+	s = l->stop;
+	pthread_mutex_unlock(&l->mu);
+	return s;
+}
+
+/* The rest of the blob, in order, each span after the reads waiting. */
+static int fetch_rest(struct lazy_layer *l)
+{
+	size_t failures = 0;
+
+	while (l->spool_pos < l->size) {
+		struct cerr e = {0};
+		uint64_t to;
+
+		if (next_span(l, &to)) {
+			if (skip_had(l, to, &e) < 0) {
+				log_warn("lazy layer %s: %s", l->digest, e.msg);
+				return -1;
+			}
+			continue;
+		}
+		pthread_mutex_lock(&l->mu);
+		while (l->reading > 0 && !l->stop)
+			pthread_cond_wait(&l->cv, &l->mu);
+		pthread_mutex_unlock(&l->mu);
+		if (stopped(l))
+			return -1;
+		if (advance(l, to, &e) < 0) {
+			log_warn("lazy layer %s: background fetch: %s",
+				 l->digest, e.msg);
+			if (++failures > 8)
+				return -1; /* reads still fetch on demand */
+			nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
+		}
+	}
+	return 0;
 }
 
 static void *background(void *arg)
 {
 	struct lazy_layer *l = arg;
-	const struct esgz_chunk *ch = l->toc.chunks;
-	size_t i = 0, failures = 0;
+	char got[DIGEST_STR_MAX];
+	struct cerr e = {0};
 
-	while (i < l->toc.n_chunks) {
-		struct cerr e = {0};
-		size_t j = i + 1;
-
-		if (chunk_here(l, &ch[i])) {
-			i++;
-			continue;
-		}
-		while (j < l->toc.n_chunks &&
-		       ch[j].end - ch[i].offset <= SPAN_BG_MAX)
-			j++;
-		pthread_mutex_lock(&l->mu);
-		while (l->reading > 0 && !l->stop)
-			pthread_cond_wait(&l->cv, &l->mu);
-		if (l->stop) {
-			pthread_mutex_unlock(&l->mu);
-			return NULL;
-		}
-		pthread_mutex_unlock(&l->mu);
-		if (fetch_span(l, i, j, false, &e) < 0) {
-			log_warn("lazy layer %s: background fetch: %s",
-				 l->digest, e.msg);
-			if (++failures > 8)
-				return NULL; /* reads still fetch on demand */
-			nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
-			continue;
-		}
-		i = j;
+	if (fetch_rest(l) < 0)
+		return NULL;
+	hasher_final(&l->spool_hash, got);
+	if (strcmp(got, l->digest)) {
+		log_warn("lazy layer %s: the blob hashes to %s; not promoted",
+			 l->digest, got);
+		return NULL;
+	}
+	if (!lazy_complete(l)) {
+		log_warn("lazy layer %s: chunks refused; not promoted",
+			 l->digest);
+		return NULL;
 	}
 	log_info("lazy layer %s: every chunk fetched and verified", l->digest);
+	if (!l->diff_id[0])
+		return NULL;
+	if (lazy_promote(l, &e) < 0)
+		log_warn("lazy layer %s: promotion: %s", l->digest, e.msg);
+	else
+		log_info("lazy layer %s: promoted to layers/%s", l->digest,
+			 l->diff_id);
 	return NULL;
 }
 
@@ -292,6 +556,79 @@ void lazy_background_start(struct lazy_layer *l)
 {
 	if (pthread_create(&l->bg, NULL, background, l) == 0)
 		l->bg_running = true;
+}
+
+/* The cache with its gc lock held shared, without waiting for a gc: a gc
+ * waits for this server to end, and it must not wait for the gc. */
+static int open_cache(struct lazy_layer *l, struct cache *c, struct cerr *e)
+{
+	for (;;) {
+		if (cache_open(l->cache_root, CACHE_USE_NOWAIT, c, e) == 0)
+			return 0;
+		cache_close(c);
+		if (e->code != EWOULDBLOCK || stopped(l))
+			return -1;
+		cerr_clear(e);
+		nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
+	}
+}
+
+/* blob.part into blobs/ (kept when another pull put it there first). */
+static int commit_spool(struct lazy_layer *l, const struct cache *c,
+			struct cerr *e)
+{
+	cleanup_free char *dst = xasprintf("blobs/%s", l->digest);
+	cleanup_close int lock = cache_lock(c, l->digest, e);
+
+	if (lock < 0)
+		return -1;
+	*strchr(dst, ':') = '/';
+	if (cache_has_blob(c, l->digest, (int64_t)l->size)) {
+		unlinkat(l->dir, "blob.part", 0);
+		return 0;
+	}
+	if (fsync(l->spool) < 0 ||
+	    renameat(l->dir, "blob.part", c->fd, dst) < 0)
+		return cerr_sys(e, "commit blob %s", l->digest);
+	return 0;
+}
+
+int lazy_promote(struct lazy_layer *l, struct cerr *e)
+{
+	struct cache c = {.fd = -1, .gc_lock = -1};
+	struct descriptor d = {.digest = l->digest,
+			       .size = (int64_t)l->size,
+			       .toc_digest = l->toc_digest};
+	struct fetch f = {.cache = &c, .reserve = UNPACK_RESERVE_DEFAULT};
+	struct blob_job b = {.fetch = &f, .desc = &d, .fd = -1, .wfd = -1};
+	struct layer_job lj = {.diff_id = l->diff_id, .blob = &b};
+	cleanup_free char *path = xasprintf("blobs/%s", l->digest);
+	int r = -1;
+
+	*strchr(path, ':') = '/';
+	pthread_mutex_init(&f.mu, NULL);
+	pthread_mutex_init(&b.mu, NULL);
+	pthread_cond_init(&b.cv, NULL);
+	if (open_cache(l, &c, e) < 0 || commit_spool(l, &c, e) < 0)
+		goto out;
+	b.fd = openat(c.fd, path, O_RDONLY | O_CLOEXEC);
+	if (b.fd < 0) {
+		cerr_sys(e, "open %s", path);
+		goto out;
+	}
+	b.avail = b.written = l->size;
+	b.done = b.cached = true;
+	r = fetch_overlay_layer(&f, &lj, e);
+	if (r == 0)
+		atomic_store(&l->promoted, true);
+out:
+	if (b.fd >= 0)
+		close(b.fd);
+	pthread_cond_destroy(&b.cv);
+	pthread_mutex_destroy(&b.mu);
+	pthread_mutex_destroy(&f.mu);
+	cache_close(&c);
+	return r;
 }
 
 bool lazy_complete(struct lazy_layer *l)
@@ -347,17 +684,19 @@ out:
 }
 
 int lazy_open(struct registry *reg, const struct cache *c,
-	      const struct descriptor *d, struct lazy_layer **out,
-	      struct cerr *e)
+	      const struct descriptor *d, const char *diff_id,
+	      struct lazy_layer **out, struct cerr *e)
 {
 	struct lazy_layer *l = xcalloc(1, sizeof(*l));
 	cleanup_free char *dir = NULL;
 	char name[DIGEST_STR_MAX];
 
 	l->reg = reg;
-	l->chunk_dir = -1;
+	l->dir = l->chunk_dir = l->spool = -1;
 	l->size = (uint64_t)d->size;
 	snprintf(l->digest, sizeof(l->digest), "%s", d->digest);
+	snprintf(l->diff_id, sizeof(l->diff_id), "%s", diff_id ? diff_id : "");
+	l->cache_root = xstrdup(c->root);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv, NULL);
 	if (!d->toc_digest) {
@@ -365,16 +704,29 @@ int lazy_open(struct registry *reg, const struct cache *c,
 			 ESGZ_TOC_ANNOTATION);
 		goto fail;
 	}
-	if (get_toc(l, d->toc_digest, e) < 0)
+	snprintf(l->toc_digest, sizeof(l->toc_digest), "%s", d->toc_digest);
+	if (get_toc(l, d->toc_digest, e) < 0 ||
+	    hasher_init(&l->spool_hash, l->digest, e) < 0)
 		goto fail;
+	l->fetching = xcalloc(l->toc.n_chunks + 1, 1);
 	snprintf(name, sizeof(name), "%s", d->digest);
 	name[strcspn(name, ":")] = '-';
 	dir = cache_path(c, "lazy/%s/chunks", name);
 	if (fs_mkdir_p(dir, 0700, e) < 0)
 		goto fail;
 	l->chunk_dir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l->chunk_dir < 0) {
+	l->dir = openat(l->chunk_dir, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->chunk_dir < 0 || l->dir < 0) {
 		cerr_sys(e, "%s", dir);
+		goto fail;
+	}
+	/* A spool an earlier server left is started afresh: its bytes were
+	 * never checked, and the chunks it gave are kept anyway. */
+	l->spool =
+	    openat(l->dir, "blob.part",
+		   O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (l->spool < 0) {
+		cerr_sys(e, "%s/../blob.part", dir);
 		goto fail;
 	}
 	*out = l;
@@ -396,8 +748,19 @@ void lazy_close(struct lazy_layer *l)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->bg, NULL);
 	}
+	if (l->spool >= 0) {
+		close(l->spool);
+		if (l->dir >= 0 && !atomic_load(&l->promoted))
+			unlinkat(l->dir, "blob.part", 0);
+	}
+	hasher_free(&l->spool_hash);
+	free(l->have);
+	free(l->fetching);
 	if (l->chunk_dir >= 0)
 		close(l->chunk_dir);
+	if (l->dir >= 0)
+		close(l->dir);
+	free(l->cache_root);
 	esgz_toc_free(&l->toc);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);

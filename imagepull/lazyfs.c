@@ -17,7 +17,8 @@ int lazyfs_serve(struct lazy_layer *l, const char *mountpoint,
 	return cerr_set(e, ENOSYS, "lazy layers need libfuse3");
 }
 #else
-#define FUSE_USE_VERSION 31
+/* 3.12: the loop's configuration is ours to free (3.1's leaks it). */
+#define FUSE_USE_VERSION 312
 
 #include <fuse_lowlevel.h>
 #include <stdlib.h>
@@ -279,10 +280,12 @@ int lazyfs_serve(struct lazy_layer *l, const char *mountpoint,
 		    "subtype=estargz";
 	char *argv[] = {a0, a1, a2, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	struct fuse_loop_config *cfg;
 	struct fuse_session *se;
 	int r;
 
 	se = fuse_session_new(&args, &ops, sizeof(ops), l);
+	fuse_opt_free_args(&args);
 	if (!se)
 		return cerr_set(e, EIO, "fuse_session_new failed");
 	if (fuse_set_signal_handlers(se) < 0) {
@@ -306,7 +309,9 @@ int lazyfs_serve(struct lazy_layer *l, const char *mountpoint,
 		lazy_background_start(l);
 	if (ready)
 		ready(arg);
-	r = fuse_session_loop_mt(se, 0);
+	cfg = fuse_loop_cfg_create();
+	r = cfg ? fuse_session_loop_mt(se, cfg) : -ENOMEM;
+	fuse_loop_cfg_destroy(cfg);
 	fuse_session_unmount(se);
 	fuse_remove_signal_handlers(se);
 	fuse_session_destroy(se);

@@ -36,6 +36,8 @@ struct cli {
 	char *creds_user, *creds_pass;
 	enum progress_mode progress;
 	int verbose;
+	const char *lazy; /* "auto" (default) or "off" */
+	char self[4096];  /* this program, for lazy layers' servers */
 };
 
 static const char usage_text[] =
@@ -78,6 +80,10 @@ static const char usage_text[] =
     "                           image that needs it fails with \"does not\n"
     "                           fit\" and what it wrote is removed\n"
     "  --unmount DIR            unmount an overlay made with --mount\n"
+    "  --lazy MODE              auto (default): with --mount, eStargz layers\n"
+    "                           are served lazily through FUSE, each by a\n"
+    "                           cell-pull of its own; off: pulled whole\n"
+    "                           (also CELL_PULL_LAZY=off)\n"
     "  --lazy-layer DIGEST      with --mount: serve that eStargz layer of the\n"
     "                           image read-only through FUSE on DIR, read on\n"
     "                           demand, until unmounted or SIGTERM\n"
@@ -131,6 +137,7 @@ static const struct cli_opt opts[] = {
     {"keep-free-mib", CLI_ID_ARG, OPT_KEEP_FREE},
     S("shared-cache", o.shared_cache),
     S("lazy-layer", o.lazy_layer),
+    S("lazy", lazy),
     {"populate", CLI_ID_ARG, OPT_POPULATE},
 };
 #undef S
@@ -268,6 +275,27 @@ static int abs_flags(struct cli *c)
 	return abs_path_flags("cell-pull", names, paths, ARRAY_SIZE(names));
 }
 
+/* Lazy layers are served by this program: on unless turned off by the
+ * flag or CELL_PULL_LAZY (off, 0). */
+static int set_lazy(struct cli *c)
+{
+	const char *env = getenv("CELL_PULL_LAZY");
+	ssize_t n;
+
+	if (!c->lazy)
+		c->lazy = env && (!strcmp(env, "off") || !strcmp(env, "0"))
+			      ? "off"
+			      : "auto";
+	if (strcmp(c->lazy, "auto") && strcmp(c->lazy, "off"))
+		return -1;
+	n = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
+	if (!strcmp(c->lazy, "auto") && n > 0) {
+		c->self[n] = '\0';
+		c->o.lazy_exe = c->self;
+	}
+	return 0;
+}
+
 static int parse_args(struct cli *c, int argc, char **argv)
 {
 	const struct cli_parser cli = {"vh", opts, ARRAY_SIZE(opts), c};
@@ -300,6 +328,9 @@ static int parse_args(struct cli *c, int argc, char **argv)
 				   "other");
 	if (c->o.lazy_layer && !c->o.mount_at)
 		return usage_error("%s", "--lazy-layer needs --mount");
+	if (set_lazy(c) < 0)
+		return usage_error("--lazy takes auto or off, not '%s'",
+				   c->lazy);
 	if (c->o.username && !c->o.password)
 		return usage_error("%s", "--username needs --password");
 	c->o.insecure = c->insecure;
@@ -473,9 +504,10 @@ static int run_pull(struct cli *c)
 		report_error(c, &e);
 		return 1;
 	}
-	log_info("pulled %s (%s): %d layers, %d cached (%d shared), %.3f s",
+	log_info("pulled %s (%s): %d layers, %d cached (%d shared), %d lazy, "
+		 "%.3f s",
 		 c->o.image, r.manifest_digest, r.n_layers, r.layers_cached,
-		 r.layers_shared, (double)(now_ns() - t0) / 1e9);
+		 r.layers_shared, r.layers_lazy, (double)(now_ns() - t0) / 1e9);
 	int rc = c->save_config ? save_config(c->save_config, &r) : 0;
 	pull_result_free(&r);
 	return rc;

@@ -56,12 +56,15 @@ static char *short_name(const struct cache *c, const char *diff_id,
 /* A layer whose root is opaque (it had a top-level ".wh..wh..opq") hides
  * every layer below it. overlayfs ignores the opaque xattr on a lowerdir's
  * root, so those layers are left out of the mount instead. */
-static bool root_opaque(const struct cache *c, const char *diff_id, int fd)
+static bool root_opaque(const struct cache *c, const char *diff_id, int fd,
+			const char *name)
 {
-	cleanup_free char *p = cache_path(c, "layers/%s", diff_id);
+	cleanup_free char *p = name ? cache_path(c, "%s", name)
+				    : cache_path(c, "layers/%s", diff_id);
 	char v[2] = "";
 
-	*strrchr(p, ':') = '/';
+	if (!name)
+		*strrchr(p, ':') = '/';
 	if (fd >= 0)
 		return fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) ==
 			   1 &&
@@ -73,7 +76,8 @@ static bool root_opaque(const struct cache *c, const char *diff_id, int fd)
 /* Build "lowerdir=top:…:bottom" with each layer once: a layer that recurs
  * only matters at its topmost position. */
 static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
-		     const int *fds, struct buf *out, struct cerr *e)
+		     const int *fds, char *const *names, struct buf *out,
+		     struct cerr *e)
 {
 	if (buf_append(out, "lowerdir=", 9, e) < 0)
 		return -1;
@@ -90,6 +94,8 @@ static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
 		 * lead elsewhere since. */
 		if (fds && fds[i] >= 0)
 			s = xasprintf("/proc/self/fd/%d", fds[i]);
+		else if (names && names[i])
+			s = xstrdup(names[i]); /* a lazy layer's FUSE mount */
 		else
 			s = short_name(c, diff_ids[i], e);
 		if (!s)
@@ -97,7 +103,8 @@ static int lowerdirs(const struct cache *c, char *const *diff_ids, size_t n,
 		if ((out->len > 9 && buf_append(out, ":", 1, e) < 0) ||
 		    buf_append(out, s, strlen(s), e) < 0)
 			return cerr_prefix(e, "overlay mount options");
-		if (root_opaque(c, diff_ids[i], fds ? fds[i] : -1))
+		if (root_opaque(c, diff_ids[i], fds ? fds[i] : -1,
+				names ? names[i] : NULL))
 			break;
 	}
 	return 0;
@@ -112,8 +119,8 @@ static char *default_upper_parent(const struct cache *c, const char *target)
 }
 
 int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
-		  const int *lower_fds, const char *target,
-		  const char *upper_parent, struct cerr *e)
+		  const int *lower_fds, char *const *lower_names,
+		  const char *target, const char *upper_parent, struct cerr *e)
 {
 	cleanup_free char *abs = NULL, *up = NULL, *upper = NULL, *work = NULL;
 	cleanup_close int cwd = -1;
@@ -139,7 +146,7 @@ int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
 	if (fs_mkdir_p(upper, 0755, e) < 0 || fs_mkdir_p(work, 0700, e) < 0)
 		return -1;
 	buf_init(&opts, MOUNT_DATA_MAX);
-	ret = lowerdirs(c, diff_ids, n, lower_fds, &opts, e);
+	ret = lowerdirs(c, diff_ids, n, lower_fds, lower_names, &opts, e);
 	if (ret == 0) {
 		cleanup_free char *rest =
 		    xasprintf(",upperdir=%s,workdir=%s", upper, work);

@@ -234,10 +234,14 @@ void cache_image_free(struct cache_image *img);
 
 /* ---- mount.c: overlayfs over cached layers ----
  * lower_fds (NULL, or one per diff-id): a layer whose fd is >= 0 is used
- * through that descriptor (a shared layer) instead of the local cache. */
+ * through that descriptor (a shared layer) instead of the local cache.
+ * lower_names (NULL, or one per diff-id): a layer whose name is set is
+ * that directory, relative to the cache root (a lazy layer's FUSE mount,
+ * lazy/<algo>-<hex>/mnt: by name, so the gc sees in mountinfo who uses
+ * it). */
 int overlay_mount(const struct cache *c, char *const *diff_ids, size_t n,
-		  const int *lower_fds, const char *target,
-		  const char *upper_parent, struct cerr *e);
+		  const int *lower_fds, char *const *lower_names,
+		  const char *target, const char *upper_parent, struct cerr *e);
 
 /* ---- sharerec.c: the shared cache's records (pure, fuzzed) ----
  * layers/<algo>/<hex>/complete   {"version":1,"diff_id":…,"blob":…}

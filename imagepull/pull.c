@@ -46,6 +46,12 @@ struct pull {
 	struct shared sh;  /* the read-only second tier; sh.fd < 0: none */
 	int *lower_fds;	   /* per layer: a shared layer's fd, or -1 */
 	int layers_shared; /* how many layers the share gave in place */
+	/* Lazy layers (eStargz, served through FUSE): per layer, its
+	 * server and its lowerdir (lazy/<algo>-<hex>/mnt) or NULL. */
+	struct lazyproc *procs;
+	char **lower_names;
+	int layers_lazy;
+	char *user, *pass; /* the registry credentials, for the servers */
 };
 
 /* ---- warnings the user should see (the agent shows them) ---- */
@@ -290,23 +296,6 @@ static void layer_done(struct pull *p, struct layer_job *l, bool cached)
 	fetch_emit(&p->f, &ev);
 }
 
-/* The layer's lock into *lock, and tmp made afresh for it: 1 when the
- * layer is in the cache already (another pull put it in), 0, or -1. */
-static int layer_claim(const struct cache *c, const char *diff_id,
-		       const char *tmp, int *lock, struct cerr *e)
-{
-	*lock = cache_lock(c, diff_id, e);
-	if (*lock < 0)
-		return -1;
-	if (cache_has_layer(c, diff_id))
-		return 1;
-	if (fs_rm_rf_at(c->fd, tmp, e) < 0)
-		return -1;
-	if (mkdirat(c->fd, tmp, 0755) < 0)
-		return cerr_sys(e, "mkdir %s/%s", c->root, tmp);
-	return 0;
-}
-
 /* A shared cache's layer: tmp/layer-<hex>.<host>.<pid>.<random>/{diff/,
  * complete}, renamed whole into layers/ (the record inside it, so the entry
  * appears with its record or not at all). The name is unique per populator
@@ -330,7 +319,7 @@ static int shared_layer(struct pull *p, struct layer_job *l, struct cerr *e)
 	diff = xasprintf("%s/diff", tmp);
 	done = xasprintf("%s/complete", tmp);
 	*strchr(dst, ':') = '/';
-	if ((r = layer_claim(c, l->diff_id, tmp, &lock, e)) != 0)
+	if ((r = fetch_layer_claim(c, l->diff_id, tmp, &lock, e)) != 0)
 		return r < 0 ? -1 : 0;
 	if (mkdirat(c->fd, diff, 0755) < 0)
 		return cerr_sys(e, "mkdir %s/%s", c->root, diff);
@@ -378,33 +367,6 @@ fail:;
 	return -1;
 }
 
-/* Unpack one layer into the cache: tmp/layer-…, then rename. */
-static int overlay_layer(struct pull *p, struct layer_job *l, struct cerr *e)
-{
-	const struct cache *c = &p->cache;
-	cleanup_free char *tmp = xasprintf("tmp/layer-%s", l->diff_id);
-	cleanup_free char *dst = xasprintf("layers/%s", l->diff_id);
-	cleanup_close int lock = -1, root = -1;
-	int r;
-
-	*strchr(tmp, ':') = '-';
-	*strchr(dst, ':') = '/';
-	if ((r = layer_claim(c, l->diff_id, tmp, &lock, e)) != 0)
-		return r < 0 ? -1 : 0;
-	root = openat(c->fd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return cerr_sys(e, "open %s/%s", c->root, tmp);
-	if (layer_unpack(&p->f, l, root, UNPACK_OVERLAY, e) < 0 ||
-	    renameat(c->fd, tmp, c->fd, dst) < 0) {
-		if (!e->code)
-			cerr_sys(e, "commit layer %s", l->diff_id);
-		struct cerr ignore = {0};
-		fs_rm_rf_at(c->fd, tmp, &ignore);
-		return -1;
-	}
-	return 0;
-}
-
 static void *layer_worker(void *arg)
 {
 	struct pull *p = arg;
@@ -425,8 +387,9 @@ static void *layer_worker(void *arg)
 			return NULL;
 		r = p->flat
 			? layer_unpack(&p->f, l, p->target_fd, UNPACK_FLAT, &e)
-		    : p->cache.shared_layout ? shared_layer(p, l, &e)
-					     : overlay_layer(p, l, &e);
+		    : p->cache.shared_layout
+			? shared_layer(p, l, &e)
+			: fetch_overlay_layer(&p->f, l, &e);
 		if (r < 0) {
 			cerr_prefix(&e, "layer %d (%s)", l->index,
 				    l->blob->desc->digest);
@@ -456,6 +419,14 @@ static bool use_shared_layer(struct pull *p, size_t i)
 	return false;
 }
 
+/* An eStargz layer of an overlay pull the cache lacks is served lazily,
+ * unless lazy pulling is off (cell-pull --lazy off). */
+static bool lazy_wanted(const struct pull *p, size_t i)
+{
+	return p->o->lazy_exe && p->o->mount_at && !p->flat &&
+	       !p->cache.shared_layout && p->m.layers[i].toc_digest;
+}
+
 /* One blob job per distinct layer digest; which layers need work. */
 static int plan(struct pull *p)
 {
@@ -465,8 +436,12 @@ static int plan(struct pull *p)
 	p->f.blobs = xcalloc(n, sizeof(*p->f.blobs));
 	p->layers = xcalloc(n, sizeof(*p->layers));
 	p->lower_fds = xcalloc(n + 1, sizeof(int));
-	for (size_t i = 0; i < n; i++)
+	p->lower_names = xcalloc(n + 1, sizeof(char *));
+	p->procs = xcalloc(n + 1, sizeof(*p->procs));
+	for (size_t i = 0; i < n; i++) {
 		p->lower_fds[i] = -1;
+		p->procs[i].start_lock = p->procs[i].pidfd = -1;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct layer_job *l = &p->layers[i];
 		struct blob_job *b = NULL;
@@ -493,6 +468,10 @@ static int plan(struct pull *p)
 				l->needed = false; /* one unpack per diff-id */
 		if (l->needed && !p->flat && use_shared_layer(p, i))
 			l->needed = false;
+		if (l->needed && lazy_wanted(p, i)) {
+			l->needed = false;
+			l->lazy = true;
+		}
 		b->needed = b->needed || l->needed;
 		needed += l->needed;
 	}
@@ -514,6 +493,14 @@ static void cleanup_jobs(struct pull *p)
 	for (size_t i = 0; p->lower_fds && i < p->m.n_layers; i++)
 		if (p->lower_fds[i] >= 0)
 			close(p->lower_fds[i]);
+	for (size_t i = 0; p->lower_names && i < p->m.n_layers; i++) {
+		free(p->lower_names[i]);
+		lazyproc_release(&p->procs[i]);
+	}
+	free(p->lower_names);
+	free(p->procs);
+	p->lower_names = NULL;
+	p->procs = NULL;
 	free(p->lower_fds);
 	free(p->f.blobs);
 	free(p->layers);
@@ -547,13 +534,104 @@ static int run_threads(struct pull *p, int n_blob, int n_layer, struct cerr *e)
 	return 0;
 }
 
-static int fetch_layers(struct pull *p, struct cerr *e)
+/* The layers plan() left needed, downloaded and unpacked. */
+static int fetch_needed(struct pull *p, struct cerr *e)
 {
 	int par = p->o->parallel > 0 ? p->o->parallel : DEFAULT_PARALLEL;
-	int n_layers, n_blobs = 0, lw;
+	int n_layers = 0, n_blobs = 0, lw;
 
 	if (par > MAX_PARALLEL)
 		par = MAX_PARALLEL;
+	for (size_t i = 0; i < p->m.n_layers; i++)
+		n_layers += p->layers[i].needed;
+	for (int i = 0; i < p->f.n_blobs; i++)
+		n_blobs += p->f.blobs[i].needed;
+	p->next_blob = p->next_layer = 0;
+	/* A flattened rootfs takes its layers strictly in order. */
+	lw = p->flat ? (n_layers ? 1 : 0) : (n_layers < par ? n_layers : par);
+	return run_threads(p, n_blobs < par ? n_blobs : par, lw, e);
+}
+
+/* A lazy layer whose server failed: pulled as any other. */
+static void unlazy(struct pull *p, size_t i, const struct cerr *why)
+{
+	warn(p, "lazy layer %s: %s; pulling it", p->m.layers[i].digest,
+	     why->msg);
+	lazyproc_release(&p->procs[i]);
+	p->layers[i].lazy = false;
+	p->layers[i].needed = true;
+	p->layers[i].blob->needed = true;
+}
+
+/* Start (or adopt) the server of each lazy layer: they fetch their TOCs
+ * and prefetch while the other layers download. */
+static void start_lazy(struct pull *p)
+{
+	cleanup_free char *image = xasprintf(
+	    "%s/%s@%s", p->ref.registry, p->ref.repository, p->manifest_digest);
+	const struct lazyproc_spec spec = {
+	    .exe = p->o->lazy_exe,
+	    .image = image,
+	    .username = p->user,
+	    .password = p->pass,
+	    .registry_url = p->o->registry_url,
+	    .ca_file = p->o->ca_file,
+	    .insecure = p->o->insecure,
+	    .retries = p->o->retries,
+	};
+
+	for (size_t i = 0; i < p->m.n_layers; i++) {
+		struct cerr e = {0};
+
+		if (p->layers[i].lazy &&
+		    lazyproc_start(&p->cache, p->m.layers[i].digest, &spec,
+				   &p->procs[i], &e) < 0)
+			unlazy(p, i, &e);
+	}
+}
+
+/* Wait for the servers; the lowerdir of each that serves (at every
+ * position of its diff-id: the overlay takes the topmost). Those that
+ * failed are left needed, all else not: returns how many. */
+static int wait_lazy(struct pull *p)
+{
+	bool *failed = xcalloc(p->m.n_layers + 1, sizeof(bool));
+	int n_failed = 0;
+
+	for (size_t i = 0; i < p->m.n_layers; i++) {
+		struct cerr e = {0};
+
+		if (!p->layers[i].lazy)
+			continue;
+		if (lazyproc_wait(&p->cache, &p->procs[i], &e) < 0) {
+			warn(p, "lazy layer %s: %s; pulling it",
+			     p->m.layers[i].digest, e.msg);
+			lazyproc_release(&p->procs[i]);
+			p->layers[i].lazy = false;
+			failed[i] = true;
+			n_failed++;
+			continue;
+		}
+		p->layers_lazy++;
+		for (size_t j = 0; j < p->m.n_layers; j++)
+			if (!strcmp(p->layers[j].diff_id,
+				    p->layers[i].diff_id) &&
+			    !p->lower_names[j])
+				p->lower_names[j] =
+				    lazyproc_mount_name(p->m.layers[i].digest);
+	}
+	for (int i = 0; n_failed && i < p->f.n_blobs; i++)
+		p->f.blobs[i].needed = false;
+	for (size_t i = 0; n_failed && i < p->m.n_layers; i++) {
+		p->layers[i].needed = failed[i];
+		p->layers[i].blob->needed |= failed[i];
+	}
+	free(failed);
+	return n_failed;
+}
+
+static int fetch_layers(struct pull *p, struct cerr *e)
+{
 	pthread_mutex_init(&p->f.mu, NULL);
 	p->f.cache = &p->cache;
 	p->f.shared = p->sh.fd >= 0 ? &p->sh : NULL;
@@ -564,15 +642,15 @@ static int fetch_layers(struct pull *p, struct cerr *e)
 	p->f.n_layers = (int)p->m.n_layers;
 	p->f.progress = p->o->progress;
 	p->f.progress_arg = p->o->progress_arg;
-	n_layers = plan(p);
-	for (int i = 0; i < p->f.n_blobs; i++)
-		n_blobs += p->f.blobs[i].needed;
+	plan(p);
+	start_lazy(p);
 	for (size_t i = 0; i < p->m.n_layers; i++)
 		if (!p->layers[i].needed)
 			layer_done(p, &p->layers[i], true);
-	/* A flattened rootfs takes its layers strictly in order. */
-	lw = p->flat ? (n_layers ? 1 : 0) : (n_layers < par ? n_layers : par);
-	return run_threads(p, n_blobs < par ? n_blobs : par, lw, e);
+	if (fetch_needed(p, e) < 0)
+		return -1;
+	/* Layers whose server failed: a second round, as a full pull. */
+	return wait_lazy(p) ? fetch_needed(p, e) : 0;
 }
 
 /* ---- targets ---- */
@@ -701,6 +779,8 @@ static int setup(struct pull *p, const struct pull_opts *o, struct cerr *e)
 		ro.username = fuser;
 		ro.password = fpass;
 	}
+	p->user = ro.username ? xstrdup(ro.username) : NULL;
+	p->pass = ro.password ? xstrdup(ro.password) : NULL;
 	if (cache_open(o->workdir ? o->workdir : DEFAULT_WORKDIR, CACHE_USE,
 		       &p->cache, e) < 0)
 		return -1;
@@ -724,7 +804,8 @@ static int make_rootfs(struct pull *p, struct cerr *e)
 	if (p->o->mount_at)
 		return overlay_mount(&p->cache, p->config.diff_ids,
 				     p->config.n_diff_ids, p->lower_fds,
-				     p->o->mount_at, p->o->upper_dir, e);
+				     p->lower_names, p->o->mount_at,
+				     p->o->upper_dir, e);
 	return 0;
 }
 
@@ -737,15 +818,18 @@ static void fill_result(struct pull *p, struct pull_result *res)
 	memset(&p->config, 0, sizeof(p->config));
 	res->n_layers = (int)p->m.n_layers;
 	res->layers_shared = p->layers_shared;
+	res->layers_lazy = p->layers_lazy;
 	for (size_t i = 0; i < p->m.n_layers; i++)
 		res->layers_cached +=
-		    !p->layers[i].needed || p->layers[i].blob->cached;
+		    !p->layers[i].lazy &&
+		    (!p->layers[i].needed || p->layers[i].blob->cached);
 }
 
 static void lazy_ready(void *arg)
 {
 	struct pull *p = arg;
 
+	lazyproc_ready(&p->cache, p->o->lazy_layer);
 	if (p->o->progress) {
 		struct pull_event ev = {.kind = PULL_EV_DONE,
 					.layer = -1,
@@ -759,28 +843,45 @@ static void lazy_ready(void *arg)
 static int serve_lazy(struct pull *p, struct cerr *e)
 {
 	const struct descriptor *d = NULL;
+	const char *diff_id = NULL;
 	struct lazy_layer *l;
-	int r;
+	int r, lock;
 
 	for (size_t i = 0; i < p->m.n_layers; i++)
-		if (!strcmp(p->m.layers[i].digest, p->o->lazy_layer))
+		if (!strcmp(p->m.layers[i].digest, p->o->lazy_layer)) {
 			d = &p->m.layers[i];
+			diff_id = p->config.diff_ids[i];
+		}
 	if (!d)
 		return cerr_set(e, ENOENT, "the image has no layer %s",
 				p->o->lazy_layer);
 	if (!p->o->mount_at)
 		return cerr_set(e, EINVAL, "--lazy-layer needs --mount");
-	if (lazy_open(p->reg, &p->cache, d, &l, e) < 0)
+	if ((lock = lazyproc_claim(&p->cache, d->digest, e)) < 0)
 		return -1;
+	if (lazy_open(p->reg, &p->cache, d, diff_id, &l, e) < 0) {
+		lazyproc_leave(&p->cache, d->digest, lock);
+		return -1;
+	}
+	/* A server lives long: it holds off no gc (its lock in lazy/ tells
+	 * the gc it is there; its promotion takes the gc lock for a while). */
+	close(p->cache.gc_lock);
+	p->cache.gc_lock = -1;
+	/* Nor does it hold the directory it was started in (a unit's, when
+	 * a pull started it), which an unmount could then not take away. */
+	if (chdir("/") < 0)
+		log_warn("chdir /: %m");
 	r = lazyfs_serve(l, p->o->mount_at, lazy_ready, p, e);
 	log_info("lazy layer %s: %llu bytes on demand (%llu fetches, %llu ms), "
-		 "%llu in the background, %llu chunks refused",
+		 "%llu in the background, %llu chunks refused%s",
 		 l->digest, (unsigned long long)l->st.ondemand_bytes,
 		 (unsigned long long)l->st.ondemand_fetches,
 		 (unsigned long long)(l->st.ondemand_ns / 1000000),
 		 (unsigned long long)l->st.background_bytes,
-		 (unsigned long long)l->st.refused);
+		 (unsigned long long)l->st.refused,
+		 atomic_load(&l->promoted) ? ", promoted" : "");
 	lazy_close(l);
+	lazyproc_leave(&p->cache, d->digest, lock);
 	return r;
 }
 
@@ -835,6 +936,10 @@ out:
 	buf_free(&p.config_raw);
 	ref_free(&p.ref);
 	free(p.index_digest);
+	free(p.user);
+	if (p.pass)
+		explicit_bzero(p.pass, strlen(p.pass));
+	free(p.pass);
 	return ret;
 }
 

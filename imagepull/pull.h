@@ -83,6 +83,11 @@ struct pull_opts {
 	 * unmounted or a SIGTERM comes (cell-pull --lazy-layer). PULL_EV_DONE
 	 * says the mount is ready. */
 	const char *lazy_layer;
+	/* An overlay pull (mount_at) serves the image's eStargz layers (the
+	 * manifest's TOC digest annotation) lazily, each by a process of its
+	 * own: this program, run with --lazy-layer (cell-pull's own path).
+	 * NULL: lazy pulling is off, every layer is pulled whole. */
+	const char *lazy_exe;
 	pull_progress_fn progress;
 	void *progress_arg;
 };
@@ -96,6 +101,7 @@ struct pull_result {
 	int n_layers;
 	int layers_cached; /* how many needed no download */
 	int layers_shared; /* of those, used in place from the shared tier */
+	int layers_lazy;   /* served lazily through FUSE (not in cached) */
 };
 
 int pull_image(const struct pull_opts *o, struct pull_result *res,

@@ -99,7 +99,8 @@ def test_lazy_layer_equals_full_pull(registry, pull, lazy, tmp_path):
     push(registry, "lazy/rich", "v1", img)
     full = str(tmp_path / "full")
     os.mkdir(full)
-    rc, _, err = pull(registry, ref, str(tmp_path / "m"), full, mode="--mount")
+    rc, _, err = pull(registry, ref, str(tmp_path / "m"), full, "--lazy", "off",
+                      mode="--mount")
     assert rc == 0, err
     subprocess.run(["umount", str(tmp_path / "m")], check=True)
     want = os.path.join(full, "layers", "sha256", layer.diff_hex)
@@ -139,7 +140,8 @@ def test_lazy_layer_under_overlay_whiteouts_across_layers(registry, pull, lazy, 
     rc, _, err = pull(registry, ref, flat, str(tmp_path / "w1"))
     assert rc == 0, err
     w = str(tmp_path / "w")
-    rc, _, err = pull(registry, ref, str(tmp_path / "m"), w, mode="--mount")
+    rc, _, err = pull(registry, ref, str(tmp_path / "m"), w, "--lazy", "off",
+                      mode="--mount")
     assert rc == 0, err
     subprocess.run(["umount", str(tmp_path / "m")], check=True)
     mp, p = lazy(registry, ref, upper, str(tmp_path / "w2"))

@@ -87,9 +87,13 @@ class Proxy:
     """See the module docstring."""
 
     def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1",
-                 timeout: float = 30.0):
+                 timeout: float = 30.0, rate: Optional[float] = None):
+        """``rate``: bytes/s of reply bodies, all connections together (a
+        registry far away); None: as fast as loopback goes."""
         self.upstream = (upstream_host, upstream_port)
         self.timeout = timeout
+        self.rate = rate
+        self._next_free = 0.0  # when the throttled link is free again
         self.rules: List[Rule] = []
         self.log: List[ProxiedRequest] = []
         self._lock = threading.Lock()
@@ -246,6 +250,7 @@ class Proxy:
                 rec.sent = pos + len(chunk)
                 self._abort(h)
                 return
+            self._pace(len(chunk))
             try:
                 h.wfile.write(chunk)
             except OSError as e:
@@ -259,6 +264,22 @@ class Proxy:
         except OSError:
             pass
         rec.done = True
+
+    def _pace(self, n: int) -> None:
+        """Hold n bytes until the shared link (``rate``) has room for them."""
+        if not self.rate:
+            return
+        with self._lock:
+            now = time.monotonic()
+            until = max(now, self._next_free) + n / self.rate
+            self._next_free = until
+        if until > now:
+            time.sleep(until - now)
+
+    def sent_bytes(self) -> int:
+        """Reply body bytes sent so far, every request together."""
+        with self._lock:
+            return sum(r.sent or 0 for r in self.log)
 
     @staticmethod
     def _abort(h) -> None:

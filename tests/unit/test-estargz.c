@@ -173,6 +173,46 @@ static void hostile(void)
 		"directory", "a hardlink to a directory");
 }
 
+/* A whiteout and an entry of the same name in one layer: the later wins,
+ * as in the tar core; a directory after its whiteout is opaque. */
+static void whiteout_and_entry(void)
+{
+	struct esgz_toc t;
+	struct cerr e = {0};
+	const struct esgz_node *n;
+	int r = parse("{\"name\":\".wh.d\",\"type\":\"reg\"},"
+		      "{\"name\":\"d/\",\"type\":\"dir\",\"mode\":448},"
+		      "{\"name\":\"d/x\",\"type\":\"reg\"},"
+		      "{\"name\":\".wh.f\",\"type\":\"reg\"},"
+		      "{\"name\":\"f\",\"type\":\"reg\"},"
+		      "{\"name\":\"g\",\"type\":\"reg\"},"
+		      "{\"name\":\"h\",\"type\":\"hardlink\",\"linkName\":"
+		      "\"g\"},"
+		      "{\"name\":\".wh.h\",\"type\":\"reg\"}",
+		      &t, &e);
+
+	ok(r == 0, "whiteouts and entries of the same name parse (%s)", e.msg);
+	if (r < 0)
+		return;
+	n = node_at(&t, "d");
+	ok(n && S_ISDIR(n->mode) && n->opaque && (n->mode & 0777) == 0700 &&
+	       n->n_children == 1,
+	   "a directory after its whiteout: opaque, with its entries");
+	n = node_at(&t, "f");
+	ok(n && S_ISREG(n->mode), "a file after its whiteout replaces it");
+	n = node_at(&t, "h");
+	ok(n && S_ISCHR(n->mode) && n->rdev == 0,
+	   "a whiteout after a hard link replaces that name");
+	n = node_at(&t, "g");
+	ok(n && S_ISREG(n->mode) && n->nlink == 1,
+	   "the link's other name stays, with one link");
+	esgz_toc_free(&t);
+	refused("{\"name\":\"d/\",\"type\":\"dir\"},"
+		"{\"name\":\".wh.d\",\"type\":\"reg\"}",
+		"a directory and a whiteout",
+		"a whiteout after a directory of the layer");
+}
+
 static void too_many(void)
 {
 	struct esgz_toc t;
@@ -197,6 +237,7 @@ int main(void)
 	footer();
 	tree();
 	hostile();
+	whiteout_and_entry();
 	too_many();
 	return tap_done();
 }
