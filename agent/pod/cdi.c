@@ -732,7 +732,7 @@ static void load_file(struct cdi_registry *r, const char *path)
 
 static void load_dir(struct cdi_registry *r, const char *dir)
 {
-	DIR *d = opendir(dir);
+	cleanup_dir DIR *d = opendir(dir);
 	struct dirent *de;
 	char **names = NULL;
 	size_t n = 0;
@@ -745,7 +745,6 @@ static void load_dir(struct cdi_registry *r, const char *dir)
 		names = xrealloc(names, (n + 1) * sizeof(char *));
 		names[n++] = xasprintf("%s/%s", dir, de->d_name);
 	}
-	closedir(d);
 	if (n)
 		qsort(names, n, sizeof(char *), cmp_str);
 	for (size_t i = 0; i < n; i++) {
@@ -756,7 +755,7 @@ static void load_dir(struct cdi_registry *r, const char *dir)
 	free(names);
 }
 
-int cdi_registry_load(const char *dirs, struct cdi_registry *r, struct cerr *e)
+void cdi_registry_load(const char *dirs, struct cdi_registry *r)
 {
 	cleanup_free char *copy = xstrdup(dirs ? dirs : CDI_DEFAULT_DIRS);
 	char *save = NULL;
@@ -766,7 +765,6 @@ int cdi_registry_load(const char *dirs, struct cdi_registry *r, struct cerr *e)
 	     d = strtok_r(NULL, ":", &save))
 		if (*d)
 			load_dir(r, d);
-	return 0;
 }
 
 void cdi_registry_free(struct cdi_registry *r)
@@ -824,11 +822,6 @@ static char **strv_concat(char **a, char *const *b)
 	return a;
 }
 
-static char **strv_copy(char *const *v)
-{
-	return v ? strv_concat(NULL, v) : NULL;
-}
-
 /* Append a copy of x's edits to out. */
 static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 {
@@ -850,7 +843,7 @@ static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 
 		out->mounts[out->n_mounts++] = (struct cdi_mount){
 		    xstrdup(m->host_path), xstrdup(m->container_path),
-		    m->type ? xstrdup(m->type) : NULL, strv_copy(m->options)};
+		    m->type ? xstrdup(m->type) : NULL, strv_dup(m->options)};
 	}
 	out->hooks = xrealloc(out->hooks, (out->n_hooks + x->n_hooks + 1) *
 					      sizeof(*out->hooks));
@@ -858,8 +851,8 @@ static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 		const struct cdi_hook *h = &x->hooks[i];
 
 		out->hooks[out->n_hooks++] = (struct cdi_hook){
-		    xstrdup(h->name), xstrdup(h->path), strv_copy(h->args),
-		    strv_copy(h->env), h->timeout};
+		    xstrdup(h->name), xstrdup(h->path), strv_dup(h->args),
+		    strv_dup(h->env), h->timeout};
 	}
 	out->gids = xrealloc(out->gids, (out->n_gids + x->n_gids + 1) *
 					    sizeof(*out->gids));

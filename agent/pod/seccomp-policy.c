@@ -33,14 +33,6 @@ static struct {
 	size_t n, next; /* next: the slot to reuse when full */
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void *memdup_(const void *p, size_t n)
-{
-	void *q = xmalloc(n);
-
-	memcpy(q, p, n);
-	return q;
-}
-
 /* A profile from an open file: regular files only (a FIFO or a device
  * would block a read of the whole), at most SC_PROFILE_MAX. */
 static int read_profile_fd(int fd, struct sc_profile *out, struct cerr *e)
@@ -140,7 +132,7 @@ static int build(const char *name, const struct sc_profile *p,
 	for (size_t i = 0; i < P.n; i++)
 		if (!strcmp(P.cache[i].key, key)) {
 			*len = P.cache[i].len;
-			*bpf = memdup_(P.cache[i].bpf, *len);
+			*bpf = xmemdup(P.cache[i].bpf, *len);
 			goto out;
 		}
 	if (!p) { /* a Localhost profile not yet read */
@@ -155,7 +147,7 @@ static int build(const char *name, const struct sc_profile *p,
 	free(c->key);
 	free(c->bpf);
 	c->key = steal_ptr(&key);
-	c->bpf = memdup_(*bpf, *len);
+	c->bpf = xmemdup(*bpf, *len);
 	c->len = *len;
 out:
 	pthread_mutex_unlock(&P.lock);
