@@ -127,9 +127,7 @@ void ci_parse_script(struct ci_parse *ps, bool boothook, const char *p,
 		s = script_slot(&c->scripts, &c->n_scripts, &c->cap_scripts,
 				script_name(ps, filename));
 	}
-	s->body = xmalloc(n + 1);
-	memcpy(s->body, p, n);
-	s->body[n] = '\0';
+	s->body = xmemdup(p, n);
 	s->len = n;
 }
 

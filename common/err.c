@@ -6,20 +6,29 @@
 #include <stdio.h>
 #include <string.h>
 
-static void vset(struct cerr *e, int code, const char *fmt, va_list ap)
+/* Fill e (when there is one) from fmt; "': strerror(saved)'" after it
+ * when saved is not 0. */
+static void vset(struct cerr *e, int code, int saved, const char *fmt,
+		 va_list ap)
 {
+	size_t n;
+
+	if (!e)
+		return;
 	e->code = code ? code : EIO;
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	n = strlen(e->msg);
+	if (saved)
+		snprintf(e->msg + n, sizeof(e->msg) - n, ": %s",
+			 strerror(saved));
 }
 
 int cerr_set(struct cerr *e, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!e)
-		return -1;
 	va_start(ap, fmt);
-	vset(e, code, fmt, ap);
+	vset(e, code, 0, fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -27,16 +36,11 @@ int cerr_set(struct cerr *e, int code, const char *fmt, ...)
 int cerr_sys(struct cerr *e, const char *fmt, ...)
 {
 	int saved = errno;
-	size_t n;
 	va_list ap;
 
-	if (!e)
-		return -1;
 	va_start(ap, fmt);
-	vset(e, saved, fmt, ap);
+	vset(e, saved, saved, fmt, ap);
 	va_end(ap);
-	n = strlen(e->msg);
-	snprintf(e->msg + n, sizeof(e->msg) - n, ": %s", strerror(saved));
 	errno = saved;
 	return -1;
 }

@@ -124,6 +124,8 @@ static int str_value(const json_t *v, const char *at, const char *key,
 	if (n > max)
 		return jbad(e, at, key, "too long (%zu bytes, max %zu)", n,
 			    max);
+	if (strlen(json_string_value(v)) != n) /* YAML's "\0" */
+		return jbad(e, at, key, "holds a NUL byte");
 	*out = xstrdup(json_string_value(v));
 	return 0;
 }

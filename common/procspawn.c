@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "log.h"
 #include "procspawn.h"
 #include "util.h"
@@ -271,4 +273,26 @@ int spawn_run(char *const argv[], struct buf *out, int timeout_s,
 	if (rc < 0)
 		return cerr_sys(e, "wait for %s", argv[0]);
 	return rc;
+}
+
+char *spawn_find_program(const char *name)
+{
+	const char *path = getenv("PATH");
+	cleanup_free char *dirs = NULL;
+	char *save = NULL;
+
+	if (strchr(name, '/'))
+		return access(name, X_OK) == 0 ? xstrdup(name) : NULL;
+	dirs = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (char *d = strtok_r(dirs, ":", &save); d;
+	     d = strtok_r(NULL, ":", &save)) {
+		cleanup_free char *p = NULL;
+
+		if (*d != '/')
+			continue;
+		p = xasprintf("%s/%s", d, name);
+		if (access(p, X_OK) == 0)
+			return steal_ptr(&p);
+	}
+	return NULL;
 }

@@ -16,6 +16,12 @@
 #include "buf.h"
 #include "err.h"
 
+/* An executable named name: name itself when it holds a '/', else the
+ * first in $PATH (/usr/local/bin:/usr/bin:/bin when unset) whose directory
+ * is absolute (a relative entry would depend on the caller's working
+ * directory); NULL when there is none. Caller frees. */
+char *spawn_find_program(const char *name);
+
 /* stdio[i] < 0 → /dev/null. Returns the pid, or -1 with e set. */
 pid_t spawn_program(const char *bin, char *const argv[], const int stdio[3],
 		    bool new_session, struct cerr *e);

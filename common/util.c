@@ -149,6 +149,16 @@ uint64_t rand_u64(void)
 	       ((uint64_t)getpid() << 40);
 }
 
+void *xmemdup(const void *p, size_t n)
+{
+	char *q = xmalloc(n + 1);
+
+	if (n)
+		memcpy(q, p, n);
+	q[n] = '\0';
+	return q;
+}
+
 char **strv_dup(char *const *v)
 {
 	size_t n = strv_len(v);

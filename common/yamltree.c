@@ -162,9 +162,7 @@ static int on_scalar(struct builder *b, const yaml_event_t *ev, int line,
 	if (!n)
 		return -1;
 	n->len = ev->data.scalar.length;
-	n->value = xmalloc(n->len + 1);
-	memcpy(n->value, ev->data.scalar.value, n->len);
-	n->value[n->len] = '\0';
+	n->value = xmemdup(ev->data.scalar.value, n->len);
 	n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 	n->tag = tag_dup(ev->data.scalar.tag);
 	return attach(b, n, ev->data.scalar.anchor, e);

@@ -175,24 +175,37 @@ static json_t *unit_mounts(const json_t *vms)
 	return out;
 }
 
-static json_t *unit_ports(const json_t *ports)
+/* An array of one new object per element of list, each filled by fill
+ * from its element (an absent or non-array list: empty). */
+static json_t *map_objects(const json_t *list,
+			   void (*fill)(json_t *x, const json_t *v))
 {
 	json_t *out = json_array(), *v;
 	size_t i;
 
-	json_array_foreach(ports, i, v)
+	json_array_foreach(list, i, v)
 	{
 		json_t *x = json_object();
-		copy_str(x, v, "name");
-		copy_int(x, v, "hostPort");
-		json_object_set_new(
-		    x, "containerPort",
-		    json_integer(json_integer_value(jget(v, "containerPort"))));
-		copy_str(x, v, "protocol");
-		copy_str(x, v, "hostIP");
+		fill(x, v);
 		json_array_append_new(out, x);
 	}
 	return out;
+}
+
+static void unit_port(json_t *x, const json_t *v)
+{
+	copy_str(x, v, "name");
+	copy_int(x, v, "hostPort");
+	json_object_set_new(
+	    x, "containerPort",
+	    json_integer(json_integer_value(jget(v, "containerPort"))));
+	copy_str(x, v, "protocol");
+	copy_str(x, v, "hostIP");
+}
+
+static json_t *unit_ports(const json_t *ports)
+{
+	return map_objects(ports, unit_port);
 }
 
 static void set_nonempty(json_t *o, const char *k, json_t *arr)
@@ -609,37 +622,32 @@ static json_t *pod_security(const json_t *spec, const json_t *sc, bool kip)
 	return out;
 }
 
+static void dns_option(json_t *x, const json_t *o)
+{
+	copy_str(x, o, "name");
+	copy_ptr(x, o, "value");
+}
+
 static json_t *dns_config(const json_t *dc)
 {
-	json_t *out = json_object(), *a = json_array(), *o;
-	size_t i;
+	json_t *out = json_object();
 
 	copy_strv(out, dc, "nameservers");
 	copy_strv(out, dc, "searches");
-	json_array_foreach(jget(dc, "options"), i, o)
-	{
-		json_t *x = json_object();
-		copy_str(x, o, "name");
-		copy_ptr(x, o, "value");
-		json_array_append_new(a, x);
-	}
-	set_nonempty(out, "options", a);
+	set_nonempty(out, "options",
+		     map_objects(jget(dc, "options"), dns_option));
 	return out;
+}
+
+static void host_alias(json_t *x, const json_t *h)
+{
+	copy_str(x, h, "ip");
+	copy_strv(x, h, "hostnames");
 }
 
 static json_t *host_aliases(const json_t *list)
 {
-	json_t *a = json_array(), *h;
-	size_t i;
-
-	json_array_foreach(list, i, h)
-	{
-		json_t *x = json_object();
-		copy_str(x, h, "ip");
-		copy_strv(x, h, "hostnames");
-		json_array_append_new(a, x);
-	}
-	return a;
+	return map_objects(list, host_alias);
 }
 
 static bool parse_go_bool(const char *s, bool *out)

@@ -106,8 +106,7 @@ static void add_file(struct pkg *p, const char *path, const void *data,
 		f = &p->files[p->n++];
 	}
 	f->path = xstrdup(path);
-	f->data = xmalloc(len + 1);
-	memcpy(f->data, data, len);
+	f->data = xmemdup(data, len);
 	f->len = len;
 	f->mode = mode;
 }

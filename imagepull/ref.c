@@ -357,7 +357,7 @@ char *ref_string(const struct image_ref *r)
 }
 
 /* ---- the registry an image names (used by the agent without the rest
- * of the puller: see agent/pullmod.h) ---- */
+ * of the puller: see agent/base/pullproc.h) ---- */
 
 char *pull_registry_of(const char *image, struct cerr *e)
 {

@@ -1279,18 +1279,29 @@ int unpack_archive(struct archive *a, int rootfd,
 	return r < 0 ? -1 : 0;
 }
 
-int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
-		 uint64_t reserve, struct unpack_stats *st, struct cerr *e)
+/* An image layer: whiteouts and xattrs applied; map_name (may be NULL)
+ * leaves out a format's own entries. */
+static int layer(struct archive *a, int rootfd, enum unpack_mode mode,
+		 uint64_t reserve,
+		 int (*map_name)(void *, char *, struct cerr *),
+		 struct unpack_stats *st, struct cerr *e)
 {
-	const struct unpack_policy layer = {
+	const struct unpack_policy policy = {
 	    .mode = mode,
 	    .whiteouts = true,
 	    .xattrs = true,
 	    .reserve_bytes = reserve,
 	    .what = "layer entry",
+	    .map_name = map_name,
 	};
 
-	return unpack_archive(a, rootfd, &layer, st, e);
+	return unpack_archive(a, rootfd, &policy, st, e);
+}
+
+int unpack_layer(struct archive *a, int rootfd, enum unpack_mode mode,
+		 uint64_t reserve, struct unpack_stats *st, struct cerr *e)
+{
+	return layer(a, rootfd, mode, reserve, NULL, st, e);
 }
 
 /* eStargz's own entries at a layer's root: its TOC and landmarks. */
@@ -1305,16 +1316,7 @@ int unpack_layer_estargz(struct archive *a, int rootfd, enum unpack_mode mode,
 			 uint64_t reserve, struct unpack_stats *st,
 			 struct cerr *e)
 {
-	const struct unpack_policy layer = {
-	    .mode = mode,
-	    .whiteouts = true,
-	    .xattrs = true,
-	    .reserve_bytes = reserve,
-	    .what = "layer entry",
-	    .map_name = skip_estargz_meta,
-	};
-
-	return unpack_archive(a, rootfd, &layer, st, e);
+	return layer(a, rootfd, mode, reserve, skip_estargz_meta, st, e);
 }
 
 int unpack_layer_fd(int tarfd, int rootfd, enum unpack_mode mode,

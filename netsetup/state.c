@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "buf.h"
@@ -42,27 +43,43 @@ static json_t *ports_json(const struct net_state *st)
 	return a;
 }
 
+/* The record's strings and flags, for the writer and the reader. */
+#define NS_OFF(f) offsetof(struct net_state, f)
+struct state_field {
+	const char *key;
+	size_t off;
+};
+static const struct state_field state_strs[] = {
+    {"name", NS_OFF(name)},
+    {"netns", NS_OFF(netns_path)},
+    {"podIP", NS_OFF(pod_ip)},
+    {"primaryInterface", NS_OFF(primary_if)},
+    {"primaryIP", NS_OFF(primary_ip)},
+    {"hostVeth", NS_OFF(host_veth)},
+};
+static const struct state_field state_bools[] = {
+    {"hostNetwork", NS_OFF(host_network)},
+    {"madeNetns", NS_OFF(made_netns)},
+    {"madeVeth", NS_OFF(made_veth)},
+    {"madeProxyNeigh", NS_OFF(made_proxy)},
+    {"madeRules", NS_OFF(made_rules)},
+    {"allowMetadata", NS_OFF(allow_metadata)},
+    {"madeMetadataBlock", NS_OFF(made_block)},
+};
+#define NS_STR(st, i) ((char **)((char *)(st) + state_strs[i].off))
+#define NS_BOOL(st, i) ((bool *)((char *)(st) + state_bools[i].off))
+
 char *net_state_to_json(const struct net_state *st)
 {
 	cleanup_json json_t *j = json_object();
 	json_t *sc = json_array(), *pc = json_array();
 
-	json_object_set_new(j, "name", jstring_or_null(st->name));
-	json_object_set_new(j, "netns", jstring_or_null(st->netns_path));
-	json_object_set_new(j, "podIP", jstring_or_null(st->pod_ip));
-	json_object_set_new(j, "primaryInterface",
-			    jstring_or_null(st->primary_if));
-	json_object_set_new(j, "primaryIP", jstring_or_null(st->primary_ip));
-	json_object_set_new(j, "hostVeth", jstring_or_null(st->host_veth));
-	json_object_set_new(j, "hostNetwork", json_boolean(st->host_network));
-	json_object_set_new(j, "madeNetns", json_boolean(st->made_netns));
-	json_object_set_new(j, "madeVeth", json_boolean(st->made_veth));
-	json_object_set_new(j, "madeProxyNeigh", json_boolean(st->made_proxy));
-	json_object_set_new(j, "madeRules", json_boolean(st->made_rules));
-	json_object_set_new(j, "allowMetadata",
-			    json_boolean(st->allow_metadata));
-	json_object_set_new(j, "madeMetadataBlock",
-			    json_boolean(st->made_block));
+	for (size_t i = 0; i < ARRAY_SIZE(state_strs); i++)
+		json_object_set_new(j, state_strs[i].key,
+				    jstring_or_null(*NS_STR(st, i)));
+	for (size_t i = 0; i < ARRAY_SIZE(state_bools); i++)
+		json_object_set_new(j, state_bools[i].key,
+				    json_boolean(*NS_BOOL(st, i)));
 	for (size_t i = 0; i < st->n_sysctls; i++)
 		json_array_append_new(sc, json_pack("{s:s,s:s,s:s}", "path",
 						    st->sysctls[i].path, "old",
@@ -141,19 +158,10 @@ int net_state_parse(const char *buf, size_t len, struct net_state *st,
 				NET_STATE_MAX);
 	if (!(j = json_parse_object(buf, len, e)))
 		return -1;
-	st->name = jstrdup(j, "name");
-	st->netns_path = jstrdup(j, "netns");
-	st->pod_ip = jstrdup(j, "podIP");
-	st->primary_if = jstrdup(j, "primaryInterface");
-	st->primary_ip = jstrdup(j, "primaryIP");
-	st->host_veth = jstrdup(j, "hostVeth");
-	st->host_network = jbool(j, "hostNetwork");
-	st->made_netns = jbool(j, "madeNetns");
-	st->made_veth = jbool(j, "madeVeth");
-	st->made_proxy = jbool(j, "madeProxyNeigh");
-	st->made_rules = jbool(j, "madeRules");
-	st->allow_metadata = jbool(j, "allowMetadata");
-	st->made_block = jbool(j, "madeMetadataBlock");
+	for (size_t i = 0; i < ARRAY_SIZE(state_strs); i++)
+		*NS_STR(st, i) = jstrdup(j, state_strs[i].key);
+	for (size_t i = 0; i < ARRAY_SIZE(state_bools); i++)
+		*NS_BOOL(st, i) = jbool(j, state_bools[i].key);
 	if (!st->name || !st->primary_if || parse_lists(j, st, e) < 0 ||
 	    jstrv(j, "privateCIDRs", &st->private_cidrs, e) < 0 ||
 	    strv_len(st->private_cidrs) > NET_MAX_CIDRS) {

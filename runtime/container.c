@@ -868,21 +868,30 @@ static __attribute__((noreturn)) void child_fail(int fd, const struct cerr *e)
 	_exit(127);
 }
 
+/* The first steps of a child of the monitor (a unit's init, an exec). */
+static void child_start(int peer_fd)
+{
+	/* It dies with its monitor (a unit's container; an exec: its
+	 * `cell-monitor exec`, which is how a probe that timed out is
+	 * killed). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* Until execve this process is cell-monitor, a host binary, and the
+	 * units of a shared PID namespace (or, for an exec, the unit's own)
+	 * can see it: not dumpable, so that none may open its /proc/PID/exe
+	 * (or ptrace it) to reach the binary (CVE-2019-5736). execve makes
+	 * the workload dumpable again. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* The monitor's end of the socket came along with clone(); with it
+	 * open here, a dead monitor would never read as EOF. */
+	close(peer_fd);
+	reset_signals();
+}
+
 void ctr_child(const struct ctr_child_args *a)
 {
 	struct cerr e = {0};
 
-	/* A monitor that dies takes its container along. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	/* Until execve this process is cell-monitor, a host binary, and the
-	 * units of a shared PID namespace can see it: not dumpable, so that
-	 * none may open its /proc/PID/exe (or ptrace it) to reach the binary
-	 * (CVE-2019-5736). execve makes the workload dumpable again. */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	/* The monitor's end of the socket came along with clone(); with it
-	 * open here, a dead monitor would never read as EOF. */
-	close(a->peer_fd);
-	reset_signals();
+	child_start(a->peer_fd);
 	/* child_setup waits for the monitor's "g" (the unit's cgroups) after
 	 * the mounts, before credentials and exec. */
 	if (child_setup(a, &e) < 0 || ctr_seccomp(a->cfg, true, &e) < 0)
@@ -897,15 +906,7 @@ void ctr_exec_child(const struct ctr_exec_args *a)
 {
 	struct cerr e = {0};
 
-	/* The command dies with its `cell-monitor exec` (a probe that
-	 * timed out is killed that way). */
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	/* In the unit's PID namespace, with the unit's credentials, until
-	 * execve: the unit must not reach cell-monitor's binary through our
-	 * /proc/PID/exe (CVE-2019-5736). See ctr_child. */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	close(a->peer_fd);
-	reset_signals();
+	child_start(a->peer_fd);
 	/* "0" is the writer itself: this pid is the PID namespace's. */
 	if (a->exec_cg && cg_enter(a->exec_cg, 0, &e) < 0)
 		child_fail(a->sync_fd, &e);

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /* CDI specs: parsing (JSON or YAML into struct cdi_spec), loading the spec
  * directories, resolving device names. The only agent file that reads CDI
- * text; YAML is read here with libyaml's events into the same jansson tree
- * the JSON parser makes (plain scalars that look like integers, booleans or
- * null become those; quoted ones stay strings), with depth and node caps,
- * and no aliases (no spec writer uses them; refusing them closes the
- * "billion laughs"). Then one typed reader checks every field. Following
+ * text; YAML becomes the same jansson tree as JSON through common/yamljson
+ * (as sigs.k8s.io/yaml, which the reference library uses, reads it; with
+ * yamltree's node and depth caps, aliases counted expanded). Then one typed
+ * reader (common/jsonutil's checked getters) checks every field. Following
  * SPEC.md, an unknown field is an error, as is a cdiVersion we do not
  * know. */
 #include "cdi.h"
@@ -15,16 +14,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "buf.h"
 #include "cleanup.h"
 #include "fsutil.h"
 #include "jsonutil.h"
 #include "util.h"
+#include "yamljson.h"
 
-#define YAML_MAX_DEPTH 32
-#define YAML_MAX_NODES 200000
 #define CDI_STR_MAX 4096
 
 /* The versions nvidia-ctk and the reference library write today. */
@@ -33,188 +30,7 @@ static const char *const known_versions[] = {
     "0.6.0", "0.7.0", "0.8.0", "1.0.0", "1.1.0",
 };
 
-/* ============================ YAML → jansson ============================ */
-
-struct ybuild {
-	json_t *stack[YAML_MAX_DEPTH + 1];
-	char *keys[YAML_MAX_DEPTH + 1]; /* a mapping's pending key */
-	int depth;
-	size_t nodes;
-	json_t *root;
-};
-
-static json_t *yscalar(const yaml_event_t *ev)
-{
-	const char *v = (const char *)ev->data.scalar.value;
-	size_t n = ev->data.scalar.length;
-	char *end;
-	long long i;
-
-	if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
-	    ev->data.scalar.tag)
-		return json_stringn(v, n);
-	if (!n || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null"))
-		return json_null();
-	if (!strcmp(v, "true") || !strcmp(v, "True"))
-		return json_true();
-	if (!strcmp(v, "false") || !strcmp(v, "False"))
-		return json_false();
-	if (isdigit((unsigned char)v[0]) ||
-	    ((v[0] == '-' || v[0] == '+') && isdigit((unsigned char)v[1]))) {
-		errno = 0;
-		i = strtoll(v, &end, 0);
-		if (!*end && !errno &&
-		    !(v[0] == '0' && n > 1 && v[1] != 'x' && v[1] != 'o'))
-			return json_integer(i);
-	}
-	return json_stringn(v, n);
-}
-
-/* Put v where it belongs: the root, an array's end, or a mapping under
- * its pending key (the value that is itself a key comes first). */
-static int yplace(struct ybuild *b, json_t *v, int line, struct cerr *e)
-{
-	json_t *top;
-
-	if (!v)
-		return cerr_set(e, EINVAL, "line %d: not UTF-8 text", line);
-	if (++b->nodes > YAML_MAX_NODES) {
-		json_decref(v);
-		return cerr_set(e, EFBIG, "more than %d YAML nodes",
-				YAML_MAX_NODES);
-	}
-	if (b->depth == 0) {
-		if (b->root) {
-			json_decref(v);
-			return cerr_set(e, EINVAL, "more than one document");
-		}
-		b->root = v;
-		return 0;
-	}
-	top = b->stack[b->depth - 1];
-	if (json_is_array(top))
-		return json_array_append_new(top, v) == 0
-			   ? 0
-			   : cerr_set(e, EINVAL, "line %d: bad value", line);
-	if (!b->keys[b->depth - 1]) {
-		const char *k = json_string_value(v);
-		if (!json_is_string(v) && !json_is_integer(v)) {
-			json_decref(v);
-			return cerr_set(e, EINVAL,
-					"line %d: a key must be "
-					"a scalar",
-					line);
-		}
-		b->keys[b->depth - 1] =
-		    k ? xstrdup(k)
-		      : xasprintf("%lld", (long long)json_integer_value(v));
-		json_decref(v);
-		if (json_object_get(top, b->keys[b->depth - 1]))
-			return cerr_set(e, EINVAL, "line %d: duplicate key %s",
-					line, b->keys[b->depth - 1]);
-		return 0;
-	}
-	json_object_set_new(top, b->keys[b->depth - 1], v);
-	free(b->keys[b->depth - 1]);
-	b->keys[b->depth - 1] = NULL;
-	return 0;
-}
-
-static int yevent(struct ybuild *b, const yaml_event_t *ev, struct cerr *e)
-{
-	int line = (int)ev->start_mark.line + 1;
-	json_t *c;
-
-	switch (ev->type) {
-	case YAML_ALIAS_EVENT:
-		return cerr_set(e, EINVAL,
-				"line %d: YAML aliases are not "
-				"supported in a CDI spec",
-				line);
-	case YAML_SCALAR_EVENT:
-		return yplace(b, yscalar(ev), line, e);
-	case YAML_SEQUENCE_START_EVENT:
-	case YAML_MAPPING_START_EVENT:
-		if (b->depth >= YAML_MAX_DEPTH)
-			return cerr_set(e, EINVAL,
-					"line %d: nested deeper "
-					"than %d",
-					line, YAML_MAX_DEPTH);
-		c = ev->type == YAML_SEQUENCE_START_EVENT ? json_array()
-							  : json_object();
-		if (yplace(b, json_incref(c), line, e) < 0) {
-			json_decref(c);
-			return -1;
-		}
-		b->stack[b->depth] = c;
-		b->keys[b->depth] = NULL;
-		b->depth++;
-		return 0;
-	case YAML_SEQUENCE_END_EVENT:
-	case YAML_MAPPING_END_EVENT:
-		b->depth--;
-		json_decref(b->stack[b->depth]);
-		free(b->keys[b->depth]);
-		b->keys[b->depth] = NULL;
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-static json_t *yaml_to_json(const char *text, size_t len, struct cerr *e)
-{
-	yaml_parser_t p;
-	struct ybuild b = {0};
-	bool done = false;
-	int rc = 0;
-
-	if (!yaml_parser_initialize(&p))
-		abort();
-	yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-	while (!done && rc == 0) {
-		yaml_event_t ev;
-
-		if (!yaml_parser_parse(&p, &ev)) {
-			rc = cerr_set(e, EINVAL, "YAML line %zu: %s",
-				      p.problem_mark.line + 1,
-				      p.problem ? p.problem : "syntax error");
-			break;
-		}
-		done = ev.type == YAML_STREAM_END_EVENT;
-		rc = yevent(&b, &ev, e);
-		yaml_event_delete(&ev);
-	}
-	yaml_parser_delete(&p);
-	while (b.depth > 0) {
-		b.depth--;
-		json_decref(b.stack[b.depth]);
-		free(b.keys[b.depth]);
-	}
-	if (rc < 0) {
-		json_decref(b.root);
-		return NULL;
-	}
-	if (!json_is_object(b.root)) {
-		json_decref(b.root);
-		cerr_set(e, EINVAL, "not a mapping");
-		return NULL;
-	}
-	return b.root;
-}
-
 /* =========================== the typed reader =========================== */
-
-/* Where a field is, for messages: "devices[1].containerEdits.env". */
-struct at {
-	char s[256];
-};
-
-static const char *at_join(struct at *a, const char *base, const char *key)
-{
-	snprintf(a->s, sizeof(a->s), "%s%s%s", base, *base ? "." : "", key);
-	return a->s;
-}
 
 static int only_keys(const json_t *o, const char *where,
 		     const char *const *keys, struct cerr *e)
@@ -236,105 +52,44 @@ static int only_keys(const json_t *o, const char *where,
 	return 0;
 }
 
+/* A string field (common/jsonutil, CDI_STR_MAX bytes); a YAML name left
+ * unquoted ("name: 0") reads as an integer and counts as its text. */
 static int get_string(const json_t *o, const char *where, const char *key,
 		      bool required, char **out, struct cerr *e)
 {
-	json_t *v = json_object_get(o, key);
-	struct at a;
+	json_t *v = jget(o, key);
 
 	*out = NULL;
-	if (!v || json_is_null(v)) {
-		if (required)
-			return cerr_set(e, EINVAL, "%s: missing",
-					at_join(&a, where, key));
-		return 0;
-	}
-	if (json_is_integer(v)) { /* YAML's unquoted name: 0 */
+	if (json_is_integer(v)) {
 		*out = xasprintf("%lld", (long long)json_integer_value(v));
 		return 0;
 	}
-	if (!json_is_string(v))
-		return cerr_set(e, EINVAL, "%s: not a string",
-				at_join(&a, where, key));
-	if (json_string_length(v) > CDI_STR_MAX ||
-	    strlen(json_string_value(v)) != json_string_length(v))
-		return cerr_set(e, EINVAL, "%s: too long or holds a NUL",
-				at_join(&a, where, key));
-	*out = xstrdup(json_string_value(v));
-	if (required && !**out)
-		return cerr_set(e, EINVAL, "%s: empty",
-				at_join(&a, where, key));
-	return 0;
+	return required ? jget_str_req(o, where, key, CDI_STR_MAX, out, e)
+			: jget_str(o, where, key, CDI_STR_MAX, out, e);
 }
 
 static int get_strings(const json_t *o, const char *where, const char *key,
 		       char ***out, struct cerr *e)
 {
-	json_t *v = json_object_get(o, key), *x;
-	struct at a;
-	size_t i;
-
 	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_array(v) || json_array_size(v) > CDI_MAX_ENTRIES)
-		return cerr_set(e, EINVAL, "%s: not a list of strings",
-				at_join(&a, where, key));
-	*out = xcalloc(json_array_size(v) + 1, sizeof(char *));
-	json_array_foreach(v, i, x)
-	{
-		if (!json_is_string(x) || json_string_length(x) > CDI_STR_MAX ||
-		    strlen(json_string_value(x)) != json_string_length(x))
-			return cerr_set(e, EINVAL, "%s[%zu]: not a string",
-					at_join(&a, where, key), i);
-		(*out)[i] = xstrdup(json_string_value(x));
-	}
-	return 0;
-}
-
-/* An optional integer in [min, max]; *has tells whether it was there. */
-static int get_int(const json_t *o, const char *where, const char *key,
-		   int64_t min, int64_t max, bool *has, int64_t *out,
-		   struct cerr *e)
-{
-	json_t *v = json_object_get(o, key);
-	struct at a;
-
-	*has = false;
-	*out = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v))
-		return cerr_set(e, EINVAL, "%s: not an integer",
-				at_join(&a, where, key));
-	*out = json_integer_value(v);
-	if (*out < min || *out > max)
-		return cerr_set(e, ERANGE, "%s: %lld out of range",
-				at_join(&a, where, key), (long long)*out);
-	*has = true;
-	return 0;
+	return jget_strv(o, where, key, CDI_MAX_ENTRIES, CDI_STR_MAX, out, e);
 }
 
 /* The array at key, each element an object (NULL when absent). */
 static int get_list(const json_t *o, const char *where, const char *key,
 		    json_t **out, struct cerr *e)
 {
-	json_t *v = json_object_get(o, key), *x;
-	struct at a;
+	char p[JSON_PATH_MAX];
+	json_t *x;
 	size_t i;
 
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_array(v))
-		return cerr_set(e, EINVAL, "%s: not a list",
-				at_join(&a, where, key));
-	if (json_array_size(v) > CDI_MAX_ENTRIES)
-		return cerr_set(e, EINVAL, "%s: more than %d entries",
-				at_join(&a, where, key), CDI_MAX_ENTRIES);
-	json_array_foreach(v, i, x) if (!json_is_object(x)) return cerr_set(
-	    e, EINVAL, "%s[%zu]: not an object", at_join(&a, where, key), i);
-	*out = v;
+	if (jget_arr(o, where, key, CDI_MAX_ENTRIES, out, e) < 0)
+		return -1;
+	json_array_foreach(*out, i, x) if (!json_is_object(x))
+	{
+		jpath(p, where, key, (long)i);
+		return jbad(e, p, NULL, "not an object");
+	}
 	return 0;
 }
 
@@ -358,17 +113,19 @@ static int parse_node(const json_t *o, const char *where, struct cdi_node *n,
 	    get_string(o, where, "type", false, &type, e) < 0 ||
 	    get_string(o, where, "permissions", false, &n->permissions, e) <
 		0 ||
-	    get_int(o, where, "major", 0, 0xfff, &n->has_major, &n->major, e) <
+	    jget_int(o, where, "major", 0, 0xfff, &n->major, &n->has_major, e) <
 		0 ||
-	    get_int(o, where, "minor", 0, 0xfffff, &n->has_minor, &n->minor,
-		    e) < 0 ||
-	    get_int(o, where, "fileMode", 0, 0177777, &n->has_mode, &v, e) < 0)
+	    jget_int(o, where, "minor", 0, 0xfffff, &n->minor, &n->has_minor,
+		     e) < 0 ||
+	    jget_int(o, where, "fileMode", 0, 0177777, &v, &n->has_mode, e) < 0)
 		return -1;
 	n->mode = (uint32_t)v;
-	if (get_int(o, where, "uid", 0, UINT32_MAX - 1, &n->has_uid, &v, e) < 0)
+	if (jget_int(o, where, "uid", 0, UINT32_MAX - 1, &v, &n->has_uid, e) <
+	    0)
 		return -1;
 	n->uid = (uint32_t)v;
-	if (get_int(o, where, "gid", 0, UINT32_MAX - 1, &n->has_gid, &v, e) < 0)
+	if (jget_int(o, where, "gid", 0, UINT32_MAX - 1, &v, &n->has_gid, e) <
+	    0)
 		return -1;
 	n->gid = (uint32_t)v;
 	if (!abs_path(n->path) ||
@@ -424,7 +181,7 @@ static int parse_hook(const json_t *o, const char *where, struct cdi_hook *h,
 	    get_string(o, where, "path", true, &h->path, e) < 0 ||
 	    get_strings(o, where, "args", &h->args, e) < 0 ||
 	    get_strings(o, where, "env", &h->env, e) < 0 ||
-	    get_int(o, where, "timeout", 1, INT32_MAX, &has, &t, e) < 0)
+	    jget_int(o, where, "timeout", 1, INT32_MAX, &t, &has, e) < 0)
 		return -1;
 	h->timeout = has ? (int)t : 0;
 	if (!abs_path(h->path))
@@ -624,21 +381,17 @@ int cdi_spec_parse(const char *text, size_t len, struct cdi_spec *out,
 		   struct cerr *e)
 {
 	cleanup_json json_t *root = NULL;
-	size_t i = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (len > CDI_SPEC_MAX)
 		return cerr_set(e, EFBIG, "larger than %u bytes", CDI_SPEC_MAX);
 	if (memchr(text, '\0', len))
 		return cerr_set(e, EINVAL, "holds a NUL byte");
-	while (i < len && isspace((unsigned char)text[i]))
-		i++;
-	if (i < len && text[i] == '{')
-		root = json_parse_object(text, len, e);
-	else
-		root = yaml_to_json(text, len, e);
+	root = yaml_json_parse(text, len, e);
 	if (!root)
 		return -1;
+	if (!json_is_object(root))
+		return cerr_set(e, EINVAL, "not a mapping");
 	if (parse_root(root, out, e) < 0) {
 		cdi_spec_free(out);
 		return -1;
@@ -732,7 +485,7 @@ static void load_file(struct cdi_registry *r, const char *path)
 
 static void load_dir(struct cdi_registry *r, const char *dir)
 {
-	DIR *d = opendir(dir);
+	cleanup_dir DIR *d = opendir(dir);
 	struct dirent *de;
 	char **names = NULL;
 	size_t n = 0;
@@ -745,7 +498,6 @@ static void load_dir(struct cdi_registry *r, const char *dir)
 		names = xrealloc(names, (n + 1) * sizeof(char *));
 		names[n++] = xasprintf("%s/%s", dir, de->d_name);
 	}
-	closedir(d);
 	if (n)
 		qsort(names, n, sizeof(char *), cmp_str);
 	for (size_t i = 0; i < n; i++) {
@@ -756,7 +508,7 @@ static void load_dir(struct cdi_registry *r, const char *dir)
 	free(names);
 }
 
-int cdi_registry_load(const char *dirs, struct cdi_registry *r, struct cerr *e)
+void cdi_registry_load(const char *dirs, struct cdi_registry *r)
 {
 	cleanup_free char *copy = xstrdup(dirs ? dirs : CDI_DEFAULT_DIRS);
 	char *save = NULL;
@@ -766,7 +518,6 @@ int cdi_registry_load(const char *dirs, struct cdi_registry *r, struct cerr *e)
 	     d = strtok_r(NULL, ":", &save))
 		if (*d)
 			load_dir(r, d);
-	return 0;
 }
 
 void cdi_registry_free(struct cdi_registry *r)
@@ -824,11 +575,6 @@ static char **strv_concat(char **a, char *const *b)
 	return a;
 }
 
-static char **strv_copy(char *const *v)
-{
-	return v ? strv_concat(NULL, v) : NULL;
-}
-
 /* Append a copy of x's edits to out. */
 static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 {
@@ -850,7 +596,7 @@ static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 
 		out->mounts[out->n_mounts++] = (struct cdi_mount){
 		    xstrdup(m->host_path), xstrdup(m->container_path),
-		    m->type ? xstrdup(m->type) : NULL, strv_copy(m->options)};
+		    m->type ? xstrdup(m->type) : NULL, strv_dup(m->options)};
 	}
 	out->hooks = xrealloc(out->hooks, (out->n_hooks + x->n_hooks + 1) *
 					      sizeof(*out->hooks));
@@ -858,8 +604,8 @@ static void merge(struct cdi_edits *out, const struct cdi_edits *x)
 		const struct cdi_hook *h = &x->hooks[i];
 
 		out->hooks[out->n_hooks++] = (struct cdi_hook){
-		    xstrdup(h->name), xstrdup(h->path), strv_copy(h->args),
-		    strv_copy(h->env), h->timeout};
+		    xstrdup(h->name), xstrdup(h->path), strv_dup(h->args),
+		    strv_dup(h->env), h->timeout};
 	}
 	out->gids = xrealloc(out->gids, (out->n_gids + x->n_gids + 1) *
 					    sizeof(*out->gids));

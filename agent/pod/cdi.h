@@ -85,7 +85,7 @@ struct cdi_registry {
 	char **errors;
 	size_t n_errors;
 };
-int cdi_registry_load(const char *dirs, struct cdi_registry *r, struct cerr *e);
+void cdi_registry_load(const char *dirs, struct cdi_registry *r);
 void cdi_registry_free(struct cdi_registry *r);
 /* Whether some spec of the registry is of this kind. */
 bool cdi_registry_has_kind(const struct cdi_registry *r, const char *kind);

@@ -299,19 +299,6 @@ static void add_gids(const uint32_t *g, size_t n, struct run_config *rc)
 	}
 }
 
-static char **copy_strv(char *const *v)
-{
-	size_t n = strv_len(v);
-	char **c;
-
-	if (!v)
-		return NULL;
-	c = xcalloc(n + 1, sizeof(char *));
-	for (size_t i = 0; i < n; i++)
-		c[i] = xstrdup(v[i]);
-	return c;
-}
-
 static int add_hook(const struct cdi_hook *h, struct run_config *rc,
 		    struct cerr *e)
 {
@@ -332,8 +319,8 @@ static int add_hook(const struct cdi_hook *h, struct run_config *rc,
 		return cerr_set(e, E2BIG, "more than %d CDI hooks",
 				RUN_MAX_HOOKS);
 	r.path = xstrdup(h->path);
-	r.args = copy_strv(h->args);
-	r.env = copy_strv(h->env);
+	r.args = strv_dup(h->args);
+	r.env = strv_dup(h->env);
 	r.timeout_s = h->timeout <= 0			  ? RUN_HOOK_TIMEOUT_S
 		      : h->timeout > RUN_HOOK_TIMEOUT_MAX ? RUN_HOOK_TIMEOUT_MAX
 							  : h->timeout;
@@ -366,29 +353,6 @@ static bool tried_generate;
 /* The host has an NVIDIA driver but no spec names its GPUs: have
  * nvidia-ctk write one, once per agent (it takes seconds and its answer
  * does not change until the driver does). NULL, or what is missing. */
-/* An executable named name in PATH (or name itself when it has a '/'). */
-static char *find_program(const char *name)
-{
-	const char *path = getenv("PATH");
-	cleanup_free char *copy = NULL;
-	char *save = NULL;
-
-	if (strchr(name, '/'))
-		return access(name, X_OK) == 0 ? xstrdup(name) : NULL;
-	copy = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
-	for (char *d = strtok_r(copy, ":", &save); d;
-	     d = strtok_r(NULL, ":", &save)) {
-		char *full = xasprintf("%s/%s", d, name);
-		if (access(full, X_OK) == 0)
-			return full;
-		free(full);
-	}
-	return NULL;
-}
-
-/* The host has an NVIDIA driver but no spec names its GPUs: have
- * nvidia-ctk write one, once per agent (it takes seconds and its answer
- * does not change until the driver does). NULL, or what is missing. */
 static char *maybe_generate(const struct cdi_opts *o,
 			    const struct cdi_registry *r)
 {
@@ -402,7 +366,7 @@ static char *maybe_generate(const struct cdi_opts *o,
 
 	if (!fs_exists(ctl) || cdi_registry_has_kind(r, GPU_KIND))
 		return NULL;
-	ctk = find_program(o->nvidia_ctk ? o->nvidia_ctk : "nvidia-ctk");
+	ctk = spawn_find_program(o->nvidia_ctk ? o->nvidia_ctk : "nvidia-ctk");
 	if (!ctk) {
 		log_warn("%s exists but no CDI spec names %s and nvidia-ctk is "
 			 "not installed: install nvidia-container-toolkit "
@@ -472,13 +436,13 @@ int cdi_apply(const struct cdi_opts *o, char *const *requests,
 		if (str_has_prefix(requests[i], CDI_REFUSED))
 			return cerr_set(e, EPERM, "CDIDeviceRefused: %s",
 					requests[i] + strlen(CDI_REFUSED));
-	cdi_registry_load(o->dirs, &r, e);
+	cdi_registry_load(o->dirs, &r);
 	for (size_t i = 0; requests[i]; i++)
 		if (str_has_prefix(requests[i], GPU_KIND "=")) {
 			missing = maybe_generate(o, &r);
 			if (!missing && !cdi_registry_has_kind(&r, GPU_KIND)) {
 				cdi_registry_free(&r);
-				cdi_registry_load(o->dirs, &r, e);
+				cdi_registry_load(o->dirs, &r);
 			}
 			break;
 		}

@@ -34,14 +34,6 @@ static struct {
 	size_t n, next; /* next: the slot to reuse when full */
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static void *memdup_(const void *p, size_t n)
-{
-	void *q = xmalloc(n);
-
-	memcpy(q, p, n);
-	return q;
-}
-
 /* A filter is compiled in libseccomp's own database, built and freed
  * whole: about 0.8 MiB a time, left free in the middle of the heap, which
  * the idle agent then carried until its first quiet spell (issue 28: most
@@ -156,7 +148,7 @@ static int build(const char *name, const struct sc_profile *p,
 	for (size_t i = 0; i < P.n; i++)
 		if (!strcmp(P.cache[i].key, key)) {
 			*len = P.cache[i].len;
-			*bpf = memdup_(P.cache[i].bpf, *len);
+			*bpf = xmemdup(P.cache[i].bpf, *len);
 			goto out;
 		}
 	if (!p) { /* a Localhost profile not yet read */
@@ -171,7 +163,7 @@ static int build(const char *name, const struct sc_profile *p,
 	free(c->key);
 	free(c->bpf);
 	c->key = steal_ptr(&key);
-	c->bpf = memdup_(*bpf, *len);
+	c->bpf = xmemdup(*bpf, *len);
 	c->len = *len;
 out:
 	pthread_mutex_unlock(&P.lock);

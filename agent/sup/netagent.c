@@ -66,21 +66,10 @@ char **netagent_argv(const char *bin, const char *kubeconfig, const char *node,
 static char *find_on_path(const char *name)
 {
 	const char *env = getenv("CELL_AGENT_KUBE_ROUTER");
-	const char *path = getenv("PATH");
-	cleanup_free char *dirs = NULL;
-	char *save = NULL;
 
 	if (env && *env)
 		return access(env, X_OK) == 0 ? xstrdup(env) : NULL;
-	dirs = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
-	for (char *d = strtok_r(dirs, ":", &save); d;
-	     d = strtok_r(NULL, ":", &save)) {
-		char *p = xasprintf("%s/%s", d, name);
-		if (*d == '/' && access(p, X_OK) == 0)
-			return p;
-		free(p);
-	}
-	return NULL;
+	return spawn_find_program(name);
 }
 
 /* The file named "kubeconfig" in the package (as Itzo walked it). */

@@ -1168,9 +1168,7 @@ int sup_update_pod(struct supervisor *s, const char *body, size_t len,
 	free(s->pending); /* newest wins */
 	spec_drop(s->pending_spec);
 	s->pending_spec = next;
-	s->pending = xmalloc(len + 1);
-	memcpy(s->pending, body, len);
-	s->pending[len] = '\0';
+	s->pending = xmemdup(body, len);
 	s->pending_len = len;
 	/* From now on status describes this spec (the spec in force), not
 	 * the previous pod, until the supervisor's own snapshot of it. */

@@ -642,8 +642,36 @@ static void test_gunzip_buf(void)
 	buf_free(&b);
 }
 
+/* The one PATH search (agent: kube-router, nvidia-ctk): a relative entry
+ * is never searched, a name with a '/' is taken as it is. */
+static void test_find_program(void)
+{
+	char *old = getenv("PATH") ? xstrdup(getenv("PATH")) : NULL;
+	cleanup_free char *abs = NULL, *rel = NULL, *slash = NULL;
+	cleanup_free char *copy = xmemdup("a\0b", 3);
+	cleanup_free char *cwd = getcwd(NULL, 0);
+
+	ok(!memcmp(copy, "a\0b", 3) && copy[3] == '\0',
+	   "xmemdup copies NULs and ends with one");
+	setenv("PATH", "bin:/bin:/usr/bin", 1);
+	abs = spawn_find_program("sh");
+	ok(abs && abs[0] == '/', "sh found in an absolute PATH entry: %s",
+	   abs ? abs : "(none)");
+	if (chdir("/") == 0)
+		setenv("PATH", "bin", 1);
+	rel = spawn_find_program("sh");
+	ok(!rel, "a relative PATH entry is not searched");
+	slash = spawn_find_program("/bin/sh");
+	ok(slash && !strcmp(slash, "/bin/sh"), "a name with '/' is itself");
+	if (old)
+		setenv("PATH", old, 1);
+	free(old);
+	ok(cwd && chdir(cwd) == 0, "back in %s", cwd ? cwd : "(none)");
+}
+
 int main(void)
 {
+	test_find_program();
 	test_write_atomic_temp();
 	test_default_route();
 	test_log_sinks();
