@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "fsutil.h"
 #include "imagecache.h"
+#include "lazystats.h"
 #include "log.h"
 #include "metrics.h"
 #include "pullproc.h"
@@ -69,6 +70,9 @@ struct opts {
 	/* --pod-metadata allow: pods reach the metadata service (no block,
 	 * no proxy; docs/netsetup.md "The metadata service"). */
 	bool pod_metadata_allow;
+	/* --lazy-pull off: the pull child gets --lazy off (no eStargz layer
+	 * is served through FUSE; docs/imagepull.md "Lazy pulling"). */
+	bool lazy_pull_off;
 };
 
 enum {
@@ -76,6 +80,7 @@ enum {
 	O_INSECURE_REG,
 	O_POD_RESERVE,
 	O_PULL_KEEP_FREE,
+	O_LAZY_PULL,
 	O_VERSION,
 	O_BOOT_SOURCE,
 	O_AGENT_LOG_MAX,
@@ -103,6 +108,7 @@ static const struct cli_opt opts[] = {
     CLI_B("insecure-plain-http", struct opts, plain_http),
     {"pod-memory-reserve", CLI_ID_ARG, O_POD_RESERVE},
     {"pull-keep-free", CLI_ID_ARG, O_PULL_KEEP_FREE},
+    {"lazy-pull", CLI_ID_ARG, O_LAZY_PULL},
     S("agent-log", agent_log),
     {"agent-log-max-size", CLI_ID_ARG, O_AGENT_LOG_MAX},
     {"agent-log-max-files", CLI_ID_ARG, O_AGENT_LOG_FILES},
@@ -157,6 +163,8 @@ static void usage(FILE *f)
 	    "  --pull-keep-free Q       free space image pulls never unpack\n"
 	    "                           into (cell-pull's --keep-free-mib;\n"
 	    "                           default 5% of the disk, <= 256Mi)\n"
+	    "  --lazy-pull on|off       serve eStargz layers lazily (on,\n"
+	    "                           default) or pull them whole (off)\n"
 	    "  --unpack-bin PATH        cell-unpack, the deploy-package\n"
 	    "                           extractor (next to cell-agent)\n"
 	    "  --insecure-registry H    plain HTTP to registry H (repeatable)\n"
@@ -398,7 +406,7 @@ static int parse_log_arg(int c, struct opts *o)
 	}
 }
 
-/* 0 taken, 1 not a seccomp or metrics flag, -1 bad. */
+/* 0 taken, 1 not a seccomp, metrics or lazy-pull flag, -1 bad. */
 static int parse_seccomp_arg(int c, struct opts *o)
 {
 	switch (c) {
@@ -427,6 +435,15 @@ static int parse_seccomp_arg(int c, struct opts *o)
 		return 0;
 	case O_METRICS_LISTEN:
 		o->metrics_listen = *optarg ? optarg : NULL;
+		return 0;
+	case O_LAZY_PULL:
+		if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+			fprintf(stderr,
+				"cell-agent: --lazy-pull %s: want on or off\n",
+				optarg);
+			return -1;
+		}
+		o->lazy_pull_off = !strcmp(optarg, "off");
 		return 0;
 	default:
 		return 1;
@@ -715,6 +732,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	    .containers_log_dir = o->containers_log_dir,
 	    .cdi_spec_dirs = o->cdi_spec_dirs,
 	    .pod_metadata_allow = o->pod_metadata_allow,
+	    .lazy_pull_off = o->lazy_pull_off,
 	};
 	struct api_backend b = {
 	    .ctx = &ag,
@@ -740,6 +758,7 @@ static int run(const struct opts *o, const sigset_t *sigs,
 	struct cerr e = {0};
 	int sig;
 
+	lazystats_set_dir(o->image_cache); /* the lazy layers' counters */
 	/* The controller reads this file through file/ when a user debugs a
 	 * cell; a cell whose /var/log cannot take it still serves. */
 	if (o->agent_log && *o->agent_log &&

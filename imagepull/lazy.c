@@ -699,6 +699,7 @@ int lazy_open(struct registry *reg, const struct cache *c,
 	l->cache_root = xstrdup(c->root);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv, NULL);
+	pthread_cond_init(&l->stats_cv, NULL);
 	if (!d->toc_digest) {
 		cerr_set(e, EINVAL, "not an eStargz layer (no %s annotation)",
 			 ESGZ_TOC_ANNOTATION);
@@ -748,6 +749,14 @@ void lazy_close(struct lazy_layer *l)
 		pthread_mutex_unlock(&l->mu);
 		pthread_join(l->bg, NULL);
 	}
+	if (l->stats_running) {
+		pthread_mutex_lock(&l->mu);
+		l->stats_stop = true;
+		pthread_cond_broadcast(&l->stats_cv);
+		pthread_mutex_unlock(&l->mu);
+		pthread_join(l->stats_th, NULL);
+		lazy_stats_write(l); /* the closing counts */
+	}
 	if (l->spool >= 0) {
 		close(l->spool);
 		if (l->dir >= 0 && !atomic_load(&l->promoted))
@@ -764,5 +773,77 @@ void lazy_close(struct lazy_layer *l)
 	esgz_toc_free(&l->toc);
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
+	pthread_cond_destroy(&l->stats_cv);
 	free(l);
+}
+
+/* ---- the stats file ---- */
+
+void lazy_stats_write(struct lazy_layer *l)
+{
+	char buf[512];
+	int n, fd;
+
+	if (l->dir < 0)
+		return;
+	n = snprintf(buf, sizeof(buf),
+		     "pid %ld\ndemand_bytes %llu\nbackground_bytes %llu\n"
+		     "demand_fetches %llu\ndemand_ns %llu\nrefused %llu\n",
+		     (long)getpid(),
+		     (unsigned long long)atomic_load(&l->st.ondemand_bytes),
+		     (unsigned long long)atomic_load(&l->st.background_bytes),
+		     (unsigned long long)atomic_load(&l->st.ondemand_fetches),
+		     (unsigned long long)atomic_load(&l->st.ondemand_ns),
+		     (unsigned long long)atomic_load(&l->st.refused));
+	fd =
+	    openat(l->dir, "stats.tmp",
+		   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, buf, (size_t)n) != n) {
+		close(fd);
+		unlinkat(l->dir, "stats.tmp", 0);
+		return;
+	}
+	close(fd);
+	if (renameat(l->dir, "stats.tmp", l->dir, "stats") < 0)
+		unlinkat(l->dir, "stats.tmp", 0);
+}
+
+static void *stats_main(void *arg)
+{
+	struct lazy_layer *l = arg;
+	const char *env = getenv("CELL_PULL_LAZY_STATS_MS");
+	long ms = env ? strtol(env, NULL, 10) : 5000;
+	struct timespec t;
+
+	if (ms < 10 || ms > 3600000)
+		ms = 5000;
+	pthread_mutex_lock(&l->mu);
+	while (!l->stats_stop) {
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_sec += ms / 1000;
+		t.tv_nsec += (ms % 1000) * 1000000;
+		if (t.tv_nsec >= 1000000000) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&l->stats_cv, &l->mu, &t);
+		if (l->stats_stop)
+			break;
+		pthread_mutex_unlock(&l->mu);
+		lazy_stats_write(l);
+		pthread_mutex_lock(&l->mu);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+void lazy_stats_start(struct lazy_layer *l)
+{
+	lazy_stats_write(l);
+	if (pthread_create(&l->stats_th, NULL, stats_main, l) == 0)
+		l->stats_running = true;
+	else
+		log_warn("lazy layer %s: no stats thread", l->digest);
 }

@@ -54,6 +54,10 @@ struct lazy_layer {
 	bool stop, bg_running;
 	pthread_t bg;
 	struct lazy_stats st;
+	/* The stats file's writer (lazy_stats_start): under mu. */
+	pthread_t stats_th;
+	pthread_cond_t stats_cv;
+	bool stats_running, stats_stop;
 };
 
 /* Fetch the footer and the TOC of layer d (which must carry a TOC digest
@@ -84,6 +88,13 @@ void lazy_background_start(struct lazy_layer *l);
 int lazy_promote(struct lazy_layer *l, struct cerr *e);
 /* Have all chunks arrived? */
 bool lazy_complete(struct lazy_layer *l);
+/* <dir>/stats: this server's counters, for the agent's metrics
+ * (docs/imagepull.md "Lazy pulling", "Counters"), written whole under a
+ * temporary name and renamed. lazy_stats_start writes it every
+ * CELL_PULL_LAZY_STATS_MS (5000) from a thread of its own; lazy_close
+ * stops that thread and writes it a last time. */
+void lazy_stats_write(struct lazy_layer *l);
+void lazy_stats_start(struct lazy_layer *l);
 
 /* ---- lazyproc.c: a lazy layer's serving process ----
  * <workdir>/lazy/<algo>-<hex>/ holds, besides chunks/ and blob.part:

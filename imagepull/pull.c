@@ -871,6 +871,7 @@ static int serve_lazy(struct pull *p, struct cerr *e)
 	 * a pull started it), which an unmount could then not take away. */
 	if (chdir("/") < 0)
 		log_warn("chdir /: %m");
+	lazy_stats_start(l);
 	r = lazyfs_serve(l, p->o->mount_at, lazy_ready, p, e);
 	log_info("lazy layer %s: %llu bytes on demand (%llu fetches, %llu ms), "
 		 "%llu in the background, %llu chunks refused%s",

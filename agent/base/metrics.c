@@ -18,6 +18,7 @@
 
 #include "cleanup.h"
 #include "fsutil.h"
+#include "lazystats.h"
 #include "stats.h"
 #include "util.h"
 
@@ -747,6 +748,32 @@ static void render_pulls(struct buf *b, const struct copied *c)
 		}
 }
 
+/* The lazy eStargz layers' servers' counters (lazystats.h). */
+static void render_lazy(struct buf *b)
+{
+	struct lazystats t;
+	const char *demand[] = {"how", "demand", NULL};
+	const char *background[] = {"how", "background", NULL};
+
+	lazystats_totals(&t);
+	family(b, "cell_lazy_bytes_total", "counter",
+	       "Compressed bytes lazy eStargz layers fetched: for reads "
+	       "(demand) or ahead of them (prefetch and background).");
+	sample(b, "cell_lazy_bytes_total", demand, (double)t.demand_bytes);
+	sample(b, "cell_lazy_bytes_total", background,
+	       (double)t.background_bytes);
+	family(b, "cell_lazy_demand_fetch_seconds", "summary",
+	       "On-demand chunk fetches of lazy layers: their time.");
+	sample(b, "cell_lazy_demand_fetch_seconds_sum", NULL,
+	       (double)t.demand_ns / 1e9);
+	sample(b, "cell_lazy_demand_fetch_seconds_count", NULL,
+	       (double)t.demand_fetches);
+	family(b, "cell_lazy_chunks_refused_total", "counter",
+	       "Lazy layers' chunks whose digest did not match the TOC's "
+	       "(never served).");
+	sample(b, "cell_lazy_chunks_refused_total", NULL, (double)t.refused);
+}
+
 static int count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -845,6 +872,7 @@ void metrics_render(struct buf *out)
 	pthread_mutex_unlock(&scrape_mu);
 	render_probes(out, s, c);
 	render_pulls(out, c);
+	render_lazy(out);
 	render_agent(out, c);
 	free(c->pulls);
 	free(c->probes);

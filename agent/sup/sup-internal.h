@@ -170,6 +170,13 @@ struct supervisor {
 int unit_start(struct supervisor *s, struct unit_rec *u);
 void unit_pull_event(struct supervisor *s, struct unit_rec *u, int fd);
 void unit_pull_cancel(struct supervisor *s, struct unit_rec *u);
+/* Lazy pulling for the pod: the agent's --lazy-pull and the pod's
+ * pod.elotl.co/lazy-pull annotation; and the words it puts in a pull
+ * child's argv at argv[n] (the new n; two at most). */
+bool unit_lazy_pull(const struct supervisor *s, const struct pod_spec *pod);
+size_t unit_pull_lazy_argv(const struct supervisor *s,
+			   const struct pod_spec *pod, const char **argv,
+			   size_t n);
 void unit_exited(struct supervisor *s, struct unit_rec *u);
 /* Stop the unit's run: SIGTERM, SIGKILL after grace seconds (the grace of
  * the spec that asked for the stop). */

@@ -1010,6 +1010,7 @@ static void copy_opts(struct supervisor *s, const struct sup_opts *o)
 	s->o.pull_keep_free_mib = o->pull_keep_free_mib;
 	s->o.log_max_bytes = o->log_max_bytes;
 	s->o.log_max_files = o->log_max_files;
+	s->o.lazy_pull_off = o->lazy_pull_off;
 	s->o.containers_log_dir =
 	    o->containers_log_dir && *o->containers_log_dir
 		? xstrdup(o->containers_log_dir)

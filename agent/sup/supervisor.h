@@ -35,6 +35,8 @@ struct sup_opts {
 	/* --pod-metadata allow: no metadata block, no proxy (netsetup's
 	 * allow_metadata). */
 	bool pod_metadata_allow;
+	/* --lazy-pull off: every pull child gets --lazy off. */
+	bool lazy_pull_off;
 };
 
 /* Load state from state_dir (re-adopting running units) and start the

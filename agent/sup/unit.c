@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -94,6 +95,40 @@ static bool flat_rootfs(const struct pod_spec *pod)
 	return false;
 }
 
+/* The annotation pod.elotl.co/lazy-pull: "false" (or "off", "no", "0")
+ * turns lazy pulling off for the pod; anything else leaves the agent's
+ * --lazy-pull. */
+bool unit_lazy_pull(const struct supervisor *s, const struct pod_spec *pod)
+{
+	static const char *const no[] = {"false", "off", "no", "0"};
+
+	if (s->o.lazy_pull_off)
+		return false;
+	for (size_t i = 0; i < pod->n_annotations; i++) {
+		const char *v = pod->annotations[i].value;
+
+		if (strcmp(pod->annotations[i].name, "pod.elotl.co/lazy-pull"))
+			continue;
+		for (size_t j = 0; v && j < sizeof(no) / sizeof(*no); j++)
+			if (!strcasecmp(v, no[j]))
+				return false;
+	}
+	return true;
+}
+
+/* The lazy words of a pull child's argv at argv[n] (--lazy off, or
+ * nothing: cell-pull's default serves eStargz layers lazily); the new n. */
+size_t unit_pull_lazy_argv(const struct supervisor *s,
+			   const struct pod_spec *pod, const char **argv,
+			   size_t n)
+{
+	if (!unit_lazy_pull(s, pod)) {
+		argv[n++] = "--lazy";
+		argv[n++] = "off";
+	}
+	return n;
+}
+
 /* Start cell-pull for the unit's image; the supervisor's loop watches it
  * (unit_pull_event). Credentials go in on its stdin. */
 /* imagePullPolicy Always: cell-pull itself, which resolves the tag in the
@@ -116,9 +151,9 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	cleanup_free char *root = xasprintf("%s/rootfs", run);
 	cleanup_free char *upper = xasprintf("%s/overlay", run);
 	cleanup_free char *config = xasprintf("%s/image-config.json", run);
-	/* Twenty: each fixed option below at most once and the NULL; then
-	 * a pair per insecure registry. */
-	size_t n = 0, cap = 20 + 2 * strv_len(s->insecure);
+	/* Twenty-two: each fixed option below at most once and the NULL;
+	 * then a pair per insecure registry. */
+	size_t n = 0, cap = 22 + 2 * strv_len(s->insecure);
 	cleanup_free const char **argv = xcalloc(cap, sizeof(*argv));
 	char keep_free[24];
 	int credfd = -1, rc;
@@ -142,6 +177,7 @@ static int pull_start(struct supervisor *s, struct unit_rec *u, const char *run,
 	argv[n++] = config;
 	argv[n++] = "--progress";
 	argv[n++] = "json";
+	n = unit_pull_lazy_argv(s, &s->spec, argv, n);
 	if (s->o.pull_keep_free_mib > 0) {
 		snprintf(keep_free, sizeof(keep_free), "%lld",
 			 (long long)s->o.pull_keep_free_mib);

@@ -196,6 +196,18 @@ def test_lazy_toc_digest_mismatch_refused(registry, lazy, tmp_path):
     assert p.returncode == 1 and b"TOC digest" in err, err
 
 
+def read_stats(path: str) -> dict:
+    """A server's stats file (docs/imagepull.md "Counters"), {} when absent."""
+    try:
+        text = open(path).read()
+    except FileNotFoundError:
+        return {}
+    out = dict(line.split(" ") for line in text.splitlines())
+    assert set(out) == {"pid", "demand_bytes", "background_bytes", "demand_fetches",
+                        "demand_ns", "refused"}, text
+    return {k: int(v) for k, v in out.items()}
+
+
 def test_lazy_bad_chunk_never_served(registry, lazy, tmp_path):
     layer = EstargzLayer([File("big", BIG), File("small", "fine\n")],
                          corrupt_chunk=lambda name, i: name == "big" and i == 2)
@@ -203,7 +215,7 @@ def test_lazy_bad_chunk_never_served(registry, lazy, tmp_path):
     push(registry, "lazy/bad", "v1", img)
     w = str(tmp_path / "w")
     mp, p = lazy(registry, registry.ref("lazy/bad", "v1"), layer, w,
-                 env={"CELL_PULL_RANGE_RETRIES": "0"})
+                 env={"CELL_PULL_RANGE_RETRIES": "0", "CELL_PULL_LAZY_STATS_MS": "50"})
     assert open(os.path.join(mp, "small"), "rb").read() == b"fine\n"
     with open(os.path.join(mp, "big"), "rb") as f:
         assert f.read(4096) == BIG[:4096]  # chunk 0 is good
@@ -211,8 +223,21 @@ def test_lazy_bad_chunk_never_served(registry, lazy, tmp_path):
         with pytest.raises(OSError) as ei:
             f.read(100)
         assert ei.value.errno == errno.EIO
+    # the counters file the agent's metrics read: written while it serves
+    stats_path = os.path.join(w, "lazy", "sha256-" + layer.hex, "stats")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        st = read_stats(stats_path)
+        if st.get("refused", 0) >= 1:
+            break
+        time.sleep(0.05)
+    assert st, os.listdir(os.path.dirname(stats_path))
+    assert st["refused"] >= 1 and st["demand_bytes"] > 0 and st["demand_fetches"] >= 1, st
+    assert st["pid"] == p.pid
     err = stop(p, mp)
     assert "digest mismatch" in err or "not served" in err, err[-2000:]
+    final = read_stats(stats_path)  # and at its exit
+    assert final["refused"] == st["refused"] and final["demand_bytes"] >= st["demand_bytes"]
     chunks = os.listdir(os.path.join(w, "lazy", "sha256-" + layer.hex, "chunks"))
     bad = next(t for t in layer.toc["entries"]
                if t.get("chunkOffset") == 2 * 4096)["chunkDigest"].replace(":", "-")

@@ -7,6 +7,7 @@
 
 #include "../lib/tap.h"
 #include "probejob.h"
+#include "podspec.h"
 #include "sup-internal.h"
 
 #define S 1000000000ull
@@ -147,8 +148,54 @@ static void test_post_start(void)
 	   "postStart failure: killed with the pod's grace");
 }
 
+/* The pull child's lazy words (issue 29): the agent's --lazy-pull and
+ * the pod's annotation, from a PodParameters body through the wire parser
+ * to the argv. */
+static void test_lazy_argv(void)
+{
+	static const char *const bodies[] = {
+	    "{\"spec\":{\"units\":[{\"name\":\"u\",\"image\":\"i\"}]}}",
+	    "{\"spec\":{\"units\":[{\"name\":\"u\",\"image\":\"i\"}]},"
+	    "\"Annotations\":{\"pod.elotl.co/lazy-pull\":\"false\"}}",
+	    "{\"spec\":{\"units\":[{\"name\":\"u\",\"image\":\"i\"}]},"
+	    "\"Annotations\":{\"pod.elotl.co/lazy-pull\":\"Off\"}}",
+	    "{\"spec\":{\"units\":[{\"name\":\"u\",\"image\":\"i\"}]},"
+	    "\"Annotations\":{\"pod.elotl.co/lazy-pull\":\"true\"}}",
+	};
+	static const bool lazy[] = {true, false, false, true};
+	struct fixture f;
+
+	setup(&f);
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(*bodies); i++) {
+		struct pod_spec p = {0};
+		struct cerr e = {0};
+		const char *argv[4] = {"cell-pull", NULL, NULL, NULL};
+		size_t n;
+
+		if (wire_parse_pod(bodies[i], strlen(bodies[i]), &p, &e) < 0) {
+			ok(0, "body %zu parses: %s", i, e.msg);
+			continue;
+		}
+		f.s.o.lazy_pull_off = false;
+		n = unit_pull_lazy_argv(&f.s, &p, argv, 1);
+		ok(lazy[i] ? n == 1 && !argv[1]
+			   : n == 3 && !strcmp(argv[1], "--lazy") &&
+				 !strcmp(argv[2], "off"),
+		   "body %zu, --lazy-pull on: %s", i,
+		   lazy[i] ? "no lazy words" : "--lazy off");
+		f.s.o.lazy_pull_off = true;
+		argv[1] = argv[2] = NULL;
+		n = unit_pull_lazy_argv(&f.s, &p, argv, 1);
+		ok(n == 3 && !strcmp(argv[1], "--lazy") &&
+		       !strcmp(argv[2], "off"),
+		   "body %zu, --lazy-pull off: --lazy off", i);
+		pod_spec_free(&p);
+	}
+}
+
 int main(void)
 {
+	test_lazy_argv();
 	test_pre_stop();
 	test_stale_result();
 	test_post_start();
