@@ -191,7 +191,7 @@ libs: $(COMMON_LIB) $(PULL_LIB) $(CINIT_LIB) $(BOOT_LIB) $(AGENT_LIB) \
 	$(RUNTIME_LIB) $(NET_LIB) $(CTL_LIB)
 .PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release \
 	static static-test image image-files image-test image-boot-test \
-	kube-router-test soak
+	kube-router-test soak soak-tls soak-tls-asan
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -381,9 +381,10 @@ tests: $(BINS) $(UNIT_BINS) $(FUZZ_REPLAY)
 check: tests
 	OUT=$(OUT) tests/run.sh
 
+ASAN_MAKE = $(MAKE) OUT=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 asan:
-	$(MAKE) OUT=build-asan CFLAGS="-O1 -g -fno-omit-frame-pointer" \
-		SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" check
+	$(ASAN_MAKE) check
 
 # libFuzzer builds of every harness into $(FUZZ_OUT)/libfuzzer (clang;
 # its warnings do not fail this build, gcc's -Werror build is the gate);
@@ -421,6 +422,17 @@ soak: all
 	CELL_BUILD=$(abspath $(OUT)) CELL_DURABLE_ROUNDS=$${CELL_DURABLE_ROUNDS:-50} \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider \
 		tests/integration/test_agent_durable.py -k random_moments
+
+# The TLS front under kill -9 restarts (issue 28): MINUTES (5) of clients
+# that hold, open and abandon TLS connections while the agent is killed and
+# started again on the same pod; soak-tls-asan under ASan+UBSan. `make
+# check` runs 40 s of it (tests/integration/test_agent_tls_restart.py).
+MINUTES ?= 5
+soak-tls: all
+	CELL_BUILD=$(abspath $(OUT)) TLS_SOAK_MINUTES=$(MINUTES) \
+		/usr/bin/python3 tests/soak/tls_restart.py
+soak-tls-asan:
+	$(ASAN_MAKE) soak-tls
 
 # make install PREFIX=/usr/local DESTDIR=: binaries, docs, and the systemd
 # units and OpenRC scripts from image-build/init with their paths filled in.
