@@ -221,6 +221,7 @@ static int get(const char *url, const char *auth, long timeout_ms,
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L); /* blobs: storage */
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
