@@ -471,6 +471,21 @@ def test_lean_arm64_image_boots_and_runs_a_pod(tmp_path, registry, guests):
     out = cellctl("exec", *g.cell, "--", "/bin/busybox", "uname", "-m").stdout
     assert out.strip() == "aarch64", out
     print("lean-arm64: the pod runs the arm64 busybox of the index (uname -m: aarch64)")
+    # The same pod with an amd64-only image: it waits, naming what the
+    # image has, rather than failing with "exec format error".
+    push(registry, "t/amd", "v1", Image([busybox_layer()], config={"Cmd": ["/bin/sh"]}))
+    pod = tmp_path / "pod-amd64.yaml"
+    # Another unit name: the running unit "web" goes, and no old container
+    # keeps the pod Running while the new image cannot come.
+    pod.write_text(POD.format(image=f"{GUEST_HOST}:{registry.port}/t/amd:v1")
+                   .replace("- name: web\n", "- name: web-amd64\n"))
+    r = cellctl("run", str(pod), *g.cell, "--pod-ip", POD_IP, "--timeout", "8", check=False)
+    assert r.returncode != 0, r.stdout
+    want = "no image for platform linux/arm64/v8"
+    assert want in r.stdout and "available: linux/amd64" in r.stdout, (r.stdout, r.stderr)
+    assert "exec format" not in r.stdout + r.stderr
+    print(f"lean-arm64: an amd64-only image waits: "
+          f"{next(x for x in r.stdout.splitlines() if want in x)}")
 
 
 def test_cell_image_boots_and_runs_a_pod(tmp_path, registry, guests, nfs_share):
