@@ -24,6 +24,11 @@ STATIC ?=
 # static only: `make static ARCH=arm64` (Debian's gcc-aarch64-linux-gnu
 # with musl-dev:arm64's aarch64-linux-musl-gcc) into build-static-arm64/.
 HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m)
+# Only from the command line: an ARCH exported for other builds (a kernel
+# tree's) must not turn this one into a cross build.
+ifneq ($(filter environment environment\ override,$(origin ARCH)),)
+ARCH := $(HOST_ARCH)
+endif
 ARCH ?= $(HOST_ARCH)
 override ARCH := $(patsubst x86_64,amd64,$(patsubst aarch64,arm64,$(ARCH)))
 override HOST_ARCH := $(patsubst x86_64,amd64,$(patsubst aarch64,arm64,$(HOST_ARCH)))
