@@ -20,16 +20,53 @@ PKG_CONFIG := pkg-config
 # from STATIC_PREFIX (image-build/static-deps.sh), libcurl linked into
 # cell-cloudinit rather than loaded (-DCELL_STATIC).
 STATIC ?=
-STATIC_PREFIX ?= /var/cache/cell-image/musl
+# ARCH: the target, Debian's name (amd64, arm64; x86_64 and aarch64 are
+# taken too), default this machine's. Another machine's is a cross build,
+# static only: `make static ARCH=arm64` (Debian's gcc-aarch64-linux-gnu
+# with musl-dev:arm64's aarch64-linux-musl-gcc) into build-static-arm64/.
+HOST_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m)
+# Only from the command line: an ARCH exported for other builds (a kernel
+# tree's) must not turn this one into a cross build.
+ifneq ($(filter environment environment\ override,$(origin ARCH)),)
+ARCH := $(HOST_ARCH)
+endif
+ARCH ?= $(HOST_ARCH)
+override ARCH := $(patsubst x86_64,amd64,$(patsubst aarch64,arm64,$(ARCH)))
+override HOST_ARCH := $(patsubst x86_64,amd64,$(patsubst aarch64,arm64,$(HOST_ARCH)))
+# The kernel's name for it (`uname -m` on such a machine): release tarballs
+# are named by it, so that a cell's `$(uname -m)` picks its own.
+MACHINE_amd64 := x86_64
+MACHINE_arm64 := aarch64
+MACHINE := $(MACHINE_$(ARCH))
+MUSL_CC_amd64 := musl-gcc
+# -mno-outline-atomics: see image-build/static-deps.sh (no __getauxval).
+MUSL_CC_arm64 := aarch64-linux-musl-gcc -mno-outline-atomics
+# binutils for the target (the host's ar cannot index an aarch64 object).
+TOOL_PREFIX := $(if $(filter $(HOST_ARCH),$(ARCH)),,$(MACHINE)-linux-gnu-)
+ifeq ($(MACHINE),)
+$(error ARCH=$(ARCH): amd64 or arm64)
+endif
+AR := $(TOOL_PREFIX)ar
+STRIP_PROG := $(TOOL_PREFIX)strip
+# Static builds of another architecture keep apart from this one's.
+STATIC_SUFFIX := $(if $(filter amd64,$(ARCH)),,-$(ARCH))
+STATIC_PREFIX ?= /var/cache/cell-image/musl$(STATIC_SUFFIX)
+ifneq ($(ARCH),$(HOST_ARCH))
+ifneq ($(STATIC),1)
+ifeq ($(filter static clean lint,$(MAKECMDGOALS)),)
+$(error ARCH=$(ARCH) is a cross build: static only (make static ARCH=$(ARCH); make release STATIC=1 ARCH=$(ARCH)))
+endif
+endif
+endif
 ifeq ($(STATIC),1)
 PKG_CONFIG := PKG_CONFIG_LIBDIR=$(STATIC_PREFIX)/lib/pkgconfig pkg-config --static
 # So that `make install STATIC=1` and `make release STATIC=1` use (and
 # never rebuild with another compiler) what `make static` built.
 ifeq ($(origin CC),default)
-CC := musl-gcc
+CC := $(MUSL_CC_$(ARCH))
 endif
 ifeq ($(origin OUT),file)
-OUT := build-static
+OUT := build-static$(STATIC_SUFFIX)
 endif
 endif
 # libfuse3 serves lazy eStargz layers (imagepull/lazyfs.c); the static
@@ -191,7 +228,7 @@ libs: $(COMMON_LIB) $(PULL_LIB) $(CINIT_LIB) $(BOOT_LIB) $(AGENT_LIB) \
 	$(RUNTIME_LIB) $(NET_LIB) $(CTL_LIB)
 .PHONY: all check asan tsan lint fuzz fuzz-bins fuzz-run clean tests deps install release \
 	static static-test image image-files image-test image-boot-test \
-	kube-router-test soak soak-tls soak-tls-asan
+	kube-router-test soak soak-tls soak-tls-asan arm64-static-test
 # Keep test objects between builds (they are intermediate to pattern rules).
 .SECONDARY: $(call obj,$(UNIT_SRC) $(FUZZ_SRC) tests/fuzz/replay.c)
 all: $(BINS)
@@ -208,15 +245,15 @@ $(OUT)/obj/%.o: %.c | $(PUB_HDRS)
 
 $(COMMON_LIB): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(PULL_LIB): $(call obj,$(PULL_SRC))
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(CINIT_LIB): $(call obj,$(CINIT_SRC))
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(CIVETWEB)/.cell-stamp:
 	@echo "civetweb's source is missing: run scripts/deps.sh" >&2; exit 1
@@ -234,23 +271,23 @@ $(OUT)/civetweb/civetweb.o: $(CIVETWEB)/src/civetweb.c $(CIVETWEB)/.cell-stamp
 
 $(CIVETWEB_LIB): $(OUT)/civetweb/civetweb.o
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(BOOT_LIB): $(call obj,$(BOOT_SRC))
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(NET_LIB): $(call obj,$(NET_SRC))
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(AGENT_LIB): $(call obj,$(AGENT_SRC))
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(RUNTIME_LIB): $(call obj,$(RUNTIME_SRC)) $(OUT)/obj/runtime/seccomp-default.o
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 # The default seccomp profile is read into the binaries at build time
 # (runtime/seccomp-default.S): Debian's golang-github-containers-common.
@@ -267,7 +304,7 @@ $(SECCOMP_DEFAULT_JSON):
 
 $(CTL_LIB): $(call obj,$(CTL_SRC))
 	@mkdir -p $(dir $@)
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(CTL_DATA): controller/data/aws-us-east-1.json
 	@mkdir -p $(dir $@)
@@ -440,14 +477,17 @@ soak-tls-asan:
 PREFIX ?= /usr/local
 SYSTEMD_DIR ?= /etc/systemd/system
 OPENRC_DIR ?= /etc/init.d
-ARCH := $(shell uname -m)
-RELEASE := cell-$(VERSION)-linux-$(ARCH).tar.gz
+RELEASE := cell-$(VERSION)-linux-$(MACHINE).tar.gz
+# The self-update's file (boot/update.c): cell-agent-<version> for x86-64
+# (the name Kip's itzo_url servers always had), -arm64 added for arm64.
+AGENT_RELEASE := cell-agent-$(VERSION)$(if $(filter amd64,$(ARCH)),,-$(ARCH))
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/cell \
 		$(DESTDIR)$(PREFIX)/share/doc/cell $(DESTDIR)$(SYSTEMD_DIR) \
 		$(DESTDIR)$(OPENRC_DIR)
-	install -m 0755 $(if $(filter 1,$(STRIP)),-s) \
+	install -m 0755 $(if $(filter 1,$(STRIP)),-s \
+		--strip-program=$(STRIP_PROG)) \
 		$(filter $(OUT)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 README.md docs/*.md \
 		image-build/init/custom-image.cloud-config \
@@ -472,24 +512,29 @@ release: all
 	$(MAKE) install DESTDIR=$(abspath $(OUT))/release PREFIX=/usr/local
 	tar -C $(OUT)/release --owner=0 --group=0 --sort=name \
 		-czf $(OUT)/$(RELEASE) .
-	cd $(OUT) && sha256sum $(RELEASE) > $(RELEASE).sha256
+	cp $(OUT)/release/usr/local/bin/cell-agent $(OUT)/$(AGENT_RELEASE)
+	cd $(OUT) && sha256sum $(RELEASE) > $(RELEASE).sha256 && \
+		sha256sum $(AGENT_RELEASE) > $(AGENT_RELEASE).sha256
 
 # Static musl binaries for the Alpine cell (docs/image-build.md): the
 # libraries come from Debian's source packages, built once into
 # STATIC_PREFIX (outside git) by image-build/static-deps.sh.
+# ARCH=arm64: the same, cross-built (build-static-arm64/, its own prefix).
 static:
-	image-build/static-deps.sh $(STATIC_PREFIX)
-	$(MAKE) OUT=build-static CC=musl-gcc STATIC=1 \
-		STATIC_PREFIX=$(STATIC_PREFIX) all
+	ARCH=$(ARCH) image-build/static-deps.sh $(STATIC_PREFIX)
+	$(MAKE) OUT=build-static$(STATIC_SUFFIX) CC="$(MUSL_CC_$(ARCH))" STATIC=1 \
+		ARCH=$(ARCH) STATIC_PREFIX=$(STATIC_PREFIX) all
 
 # Bootable images (docs/image-build.md), kept outside git in IMAGE_OUT and
 # rebuilt when a binary or a recipe changes: `lean` (image-build/lean.sh:
 # busybox init, the cloud kernel, the static binaries), `debian` (the
 # systemd cell image) and `custom` (stock Debian with cloud-init, the
-# comparison). `make image IMAGE=lean` builds one; KUBE_ROUTER=1 (with
-# KUBE_ROUTER_SHA256) puts kube-router into lean and debian.
+# comparison), `lean-arm64` (the lean image for arm64: `make static
+# ARCH=arm64`'s binaries, Debian's arm64 packages, a UEFI disk). `make image
+# IMAGE=lean` builds one; KUBE_ROUTER=1 (with KUBE_ROUTER_SHA256) puts
+# kube-router into lean and debian.
 IMAGE_OUT ?= /var/cache/cell-image/out
-IMAGE ?= lean debian custom
+IMAGE ?= lean lean-arm64 debian custom
 image_file = $(IMAGE_OUT)/$(if $(filter custom,$(1)),cell-debian-custom,cell-$(1)).qcow2
 IMAGE_COMMON := image-build/common.sh $(wildcard image-build/files/*) \
 	image-build/kube-router.sh image-build/kube-router.conf
@@ -507,12 +552,19 @@ $(IMAGE_OUT)/cell-debian.qcow2: $(IMAGE_DEPS)
 $(IMAGE_OUT)/cell-debian-custom.qcow2: $(IMAGE_RECIPE) | $(BINS)
 	image-build/debian.sh --custom $(IMAGE_OUT)
 $(IMAGE_OUT)/cell-lean.qcow2: $(LEAN_DEPS)
-	image-build/lean.sh $(IMAGE_OUT)
-# The lean image takes `make static`'s binaries: built first, then a make
+	ARCH=amd64 image-build/lean.sh $(IMAGE_OUT)
+LEAN_ARM64_DEPS := image-build/lean.sh $(IMAGE_COMMON) \
+	$(wildcard image-build/lean/*) $(wildcard build-static-arm64/bin/*)
+$(IMAGE_OUT)/cell-lean-arm64.qcow2: $(LEAN_ARM64_DEPS)
+	ARCH=arm64 image-build/lean.sh $(IMAGE_OUT)
+# The lean images take `make static`'s binaries: built first, then a make
 # that sees them (their times decide whether the image is rebuilt).
 image:
 ifneq ($(filter lean,$(IMAGE)),)
-	$(MAKE) static
+	$(MAKE) static ARCH=amd64
+endif
+ifneq ($(filter lean-arm64,$(IMAGE)),)
+	$(MAKE) static ARCH=arm64
 endif
 	$(MAKE) image-files IMAGE="$(IMAGE)"
 image-files: $(foreach i,$(IMAGE),$(call image_file,$(i)))
@@ -524,6 +576,7 @@ image-files: $(foreach i,$(IMAGE),$(call image_file,$(i)))
 # One after the other (each builds into build-static/ or build/).
 image-test:
 	$(MAKE) static-test
+	$(MAKE) arm64-static-test
 	$(MAKE) kube-router-test
 	$(MAKE) image-boot-test
 
@@ -531,6 +584,13 @@ image-test:
 static-test: static
 	CELL_STATIC_BUILD=$(abspath build-static) /usr/bin/python3 -m pytest \
 		tests/image/test_static_rootfs.py -q -rfEs -s $(PYTEST_ARGS)
+
+# The arm64 static binaries here through qemu-user: aarch64 ELF, no
+# interpreter, --help; cell-pull picks linux/arm64/v8 from an index.
+arm64-static-test:
+	$(MAKE) static ARCH=arm64
+	CELL_STATIC_ARM64_BUILD=$(abspath build-static-arm64) /usr/bin/python3 \
+		-m pytest tests/image/test_arm64_static.py -q -rfEs $(PYTEST_ARGS)
 
 # kube-router's pinned download (a stand-in on loopback; seconds).
 kube-router-test:
@@ -549,6 +609,6 @@ lint:
 	scripts/lint.sh
 
 clean:
-	rm -rf build build-asan build-static build-tsan build-fuzz
+	rm -rf build build-asan build-static build-static-arm64 build-tsan build-fuzz
 
 -include $(shell find $(OUT)/obj -name '*.d' 2>/dev/null)

@@ -2,7 +2,10 @@
 /* Self-update: when the boot files ask for another agent version than the
  * running one (itzo_version/itzo_url as Kip writes them, or our own names
  * cell_agent_version/cell_agent_url), fetch <url>/cell-agent-<version> and
- * its .sha256, check it, and rename it over the agent binary. The agent
+ * its .sha256, check it, and rename it over the agent binary. On an arm64
+ * machine (uname -m: aarch64) the file is cell-agent-<version>-arm64: the
+ * x86-64 name is the one Kip's itzo_url servers always had, and one
+ * directory serves both (`make release` writes both names). The agent
  * then re-execs itself; its pods keep running (their monitors are not its
  * children in spirit) and it re-adopts them from the state directory.
  *
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "boot-internal.h"
@@ -155,10 +159,29 @@ static int install(const struct boot_opts *o, const char *tmp,
 	return 0;
 }
 
-static int download(const struct boot_opts *o, const char *url, const char *ver,
-		    struct cerr *e)
+/* The release file's suffix for this machine (uname -m; the test seam
+ * CELL_BOOT_MACHINE stands in for it); NULL for a machine no release is
+ * built for. */
+static const char *machine_suffix(const char **machine)
 {
-	cleanup_free char *bin_url = xasprintf("%s/cell-agent-%s", url, ver);
+	const char *m = getenv("CELL_BOOT_MACHINE");
+	static struct utsname u;
+
+	if (!m || !*m)
+		m = uname(&u) == 0 ? u.machine : "";
+	*machine = m;
+	if (!strcmp(m, "x86_64"))
+		return "";
+	if (!strcmp(m, "aarch64") || !strcmp(m, "arm64"))
+		return "-arm64";
+	return NULL;
+}
+
+static int download(const struct boot_opts *o, const char *url, const char *ver,
+		    const char *suffix, struct cerr *e)
+{
+	cleanup_free char *bin_url =
+	    xasprintf("%s/cell-agent-%s%s", url, ver, suffix);
 	cleanup_free char *sum_url = xasprintf("%s.sha256", bin_url);
 	cleanup_free char *dir = xstrdup(o->agent_path);
 	cleanup_free char *tmp = NULL;
@@ -196,6 +219,7 @@ int update_agent(const struct boot_opts *o, struct cerr *e)
 	    read_value(o->boot_dir, "cell_agent_version", "itzo_version");
 	cleanup_free char *url =
 	    read_value(o->boot_dir, "cell_agent_url", "itzo_url");
+	const char *suffix, *machine;
 	int r;
 
 	if (!ver || !*ver || !strcmp(ver, "latest") || !o->agent_path)
@@ -216,11 +240,18 @@ int update_agent(const struct boot_opts *o, struct cerr *e)
 		    ver, o->agent_version);
 		return 0;
 	}
+	suffix = machine_suffix(&machine);
+	if (!suffix) {
+		log_warn("itzo_version asks for %s, but no release is built "
+			 "for this machine (%.64s); keeping the running agent",
+			 ver, machine);
+		return 0;
+	}
 	while (url[0] && url[strlen(url) - 1] == '/')
 		url[strlen(url) - 1] = '\0';
 	log_info("self-update: running %s, asked for %s from %s",
 		 o->agent_version, ver, url);
-	r = download(o, url, ver, e);
+	r = download(o, url, ver, suffix, e);
 	if (r < 0)
 		return cerr_prefix(e, "self-update to %s", ver);
 	if (r == 1)

@@ -96,12 +96,23 @@ json_t *kdoc_load(const char *path, struct cerr *e);
 
 /* ---- select.c: Kip's instance selection ---- */
 
+/* CPU architectures, as bits: what an instance type is, what a pod's
+ * images all have. */
+enum { ARCH_AMD64 = 1u, ARCH_ARM64 = 2u };
+/* "amd64"/"x86_64" → ARCH_AMD64, "arm64"/"aarch64" → ARCH_ARM64, else 0. */
+unsigned arch_bit(const char *name);
+/* "amd64,arm64" → the bits; -1 on an unknown name. */
+int arch_bits_parse(const char *list, unsigned *out, struct cerr *e);
+/* The bits' names, "amd64", "arm64" or "amd64, arm64" (static). */
+const char *arch_bits_name(unsigned bits);
+
 struct inst {
 	char *type;
 	float price, memory, cpu, baseline;
 	int gpu;
 	json_t *gpu_types; /* name -> count; borrowed from the table */
 	bool burstable;
+	unsigned arch; /* "architecture", ARCH_AMD64 when absent (Kip's) */
 };
 struct inst_table {
 	json_t *root;
@@ -121,11 +132,33 @@ struct select_req {
 	bool dedicated_cpu;
 	int sustained_cpu; /* -1 unset, 0 false, 1 true */
 	const char *default_type;
+	/* The architectures every image of the pod has (regplat.c); 0 when
+	 * nobody asked: amd64 only, as Kip's table always was. */
+	unsigned archs;
 };
 /* *out is the chosen type (static or owned by t); *sustained -1 when Kip
  * leaves sustainedCPU unset, else 0/1. */
 int inst_select(const struct inst_table *t, const struct select_req *r,
 		const char **out, int *sustained, struct cerr *e);
+
+/* ---- regplat.c: the platforms an image has, asked of its registry ---- */
+
+struct regplat {
+	unsigned archs; /* ARCH_* bits of its linux platforms */
+	char *list;	/* "linux/amd64, linux/arm64/v8" (owned) */
+	char *config;	/* parse only: an image manifest's config digest */
+	bool indexed;	/* an index (else a single image) */
+};
+void regplat_free(struct regplat *p);
+/* A manifest, index or image config body: its platforms, or (an image
+ * manifest) the config digest to ask next. Pure; fuzzed. */
+int regplat_parse(const char *body, size_t len, struct regplat *p,
+		  struct cerr *e);
+/* The platforms of image (a Kubernetes image reference): the index, or
+ * the single image's config. insecure: "host:port,…" spoken to over plain
+ * HTTP. */
+int regplat_query(const char *image, const char *insecure, long timeout_ms,
+		  struct regplat *out, struct cerr *e);
 
 /* ---- convert.c: a v1 Pod into PodParameters, as Kip does it ---- */
 
@@ -137,6 +170,7 @@ struct convert_opts {
 	const char *host_resolv;    /* the "host" resolv.conf text */
 	const struct inst_table *instances;
 	const char *default_instance_type;
+	unsigned image_archs; /* select_req.archs: what the images all have */
 	/* Exactly what Kip sends (convert --kip): none of the extensions of
 	 * docs/agent-wire.md, env and volumes only as Kip resolves them. */
 	bool kip;

@@ -19,8 +19,10 @@ int cmd_select(int argc, char **argv, struct ctl_global *g)
 	    "                      [--instance-type GLOB] [--dedicated-cpu]\n"
 	    "                      [--sustained-cpu true|false]\n"
 	    "                      [--prices FILE] [--region R] [--default T]\n"
+	    "                      [--arch amd64|arm64|amd64,arm64]\n"
 	    "  the instance type Kip would start for this request; prints the\n"
-	    "  type and, when Kip decides it, sustainedCPU\n";
+	    "  type and, when Kip decides it, sustainedCPU; --arch: the\n"
+	    "  architectures the pod's images have (default amd64)\n";
 	enum {
 		S_CPU = 1,
 		S_MEM,
@@ -30,7 +32,8 @@ int cmd_select(int argc, char **argv, struct ctl_global *g)
 		S_SUS,
 		S_PRICES,
 		S_REGION,
-		S_DEF
+		S_DEF,
+		S_ARCH
 	};
 	static const struct option lo[] = {
 	    GLOBAL_OPTS,
@@ -43,6 +46,7 @@ int cmd_select(int argc, char **argv, struct ctl_global *g)
 	    {"prices", required_argument, NULL, S_PRICES},
 	    {"region", required_argument, NULL, S_REGION},
 	    {"default", required_argument, NULL, S_DEF},
+	    {"arch", required_argument, NULL, S_ARCH},
 	    {NULL, 0, NULL, 0}};
 	struct select_req q = {.sustained_cpu = -1, .default_type = "t3.nano"};
 	const char *prices = getenv("CELLCTL_PRICES"), *region = "us-east-1";
@@ -86,6 +90,10 @@ int cmd_select(int argc, char **argv, struct ctl_global *g)
 			break;
 		case S_DEF:
 			q.default_type = optarg;
+			break;
+		case S_ARCH:
+			if (arch_bits_parse(optarg, &q.archs, &e) < 0)
+				return ctl_fail("select", &e);
 			break;
 		default:
 			return ctl_usage(usage);
@@ -331,4 +339,45 @@ int cmd_ssm_payload(int argc, char **argv, struct ctl_global *g)
 	}
 	json_decref(p);
 	return r < 0 ? ctl_fail("ssm-payload", &e) : 0;
+}
+
+/* cellctl platforms IMAGE: what cellctl's instance choice sees. */
+int cmd_platforms(int argc, char **argv, struct ctl_global *g)
+{
+	static const char usage[] =
+	    "usage: cellctl platforms IMAGE [--insecure-registry H:P,…]\n"
+	    "  the platforms IMAGE's registry lists for it (its index, or\n"
+	    "  the single image's config), and the architectures a cell can\n"
+	    "  run it on\n";
+	enum { P_INSECURE = 1 };
+	static const struct option lo[] = {
+	    GLOBAL_OPTS,
+	    {"insecure-registry", required_argument, NULL, P_INSECURE},
+	    {NULL, 0, NULL, 0}};
+	const char *insecure = NULL;
+	struct regplat p;
+	struct cerr e = {0};
+	int c;
+
+	optind = 1;
+	while ((c = ctl_getopt(argc, argv, "ho:", lo, g)) != -1) {
+		switch (c) {
+		case G_HELP:
+			fputs(usage, stdout);
+			return 0;
+		case P_INSECURE:
+			insecure = optarg;
+			break;
+		default:
+			return ctl_usage(usage);
+		}
+	}
+	if (argc - optind != 1)
+		return ctl_usage(usage);
+	if (regplat_query(argv[optind], insecure, 30000, &p, &e) < 0)
+		return ctl_fail("platforms", &e);
+	printf("%s\narchitectures: %s\n", *p.list ? p.list : "(none)",
+	       arch_bits_name(p.archs));
+	regplat_free(&p);
+	return 0;
 }

@@ -24,6 +24,8 @@ struct run_opts {
 	bool wait, quiet;
 	int64_t timeout_s;
 	const char *prices, *region, *save_pkgs;
+	const char *image_arch,
+	    *insecure; /* --image-arch, --insecure-registry */
 	struct convert_opts conv;
 	char *host_resolv;
 };
@@ -51,6 +53,11 @@ static const char run_usage[] =
     "  --prices FILE --region R  instance data in Kip's JSON format\n"
     "                            (default: the us-east-1 table shipped)\n"
     "  --default-instance-type T (t3.nano)\n"
+    "  --image-arch amd64|arm64|amd64,arm64|registry  the architectures\n"
+    "                            every image of the pod has (registry: ask\n"
+    "                            its registry); the instance type is of one\n"
+    "                            of them (default: amd64)\n"
+    "  --insecure-registry H:P,… registries asked over plain HTTP\n"
     "  -o json|yaml              convert's output format (json)\n"
     "  --packages DIR            convert: also write each deploy package\n"
     "                            as DIR/<name>.tar.gz\n"
@@ -74,7 +81,9 @@ enum {
 	R_QUIET,
 	R_PKGS,
 	R_KUBESVC,
-	R_KIP
+	R_KIP,
+	R_IMGARCH,
+	R_INSECURE
 };
 
 /* The shipped table: <bindir>/../share/cell/aws-us-east-1.json. */
@@ -252,6 +261,8 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 	    {"packages", required_argument, NULL, R_PKGS},
 	    {"kubernetes-service", required_argument, NULL, R_KUBESVC},
 	    {"kip", no_argument, NULL, R_KIP},
+	    {"image-arch", required_argument, NULL, R_IMGARCH},
+	    {"insecure-registry", required_argument, NULL, R_INSECURE},
 	    {NULL, 0, NULL, 0}};
 	const char *resolv = "/etc/resolv.conf";
 	int c, r = 0;
@@ -317,6 +328,15 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 		case R_KIP:
 			o->conv.kip = true;
 			break;
+		case R_IMGARCH:
+			o->image_arch = optarg;
+			if (strcmp(optarg, "registry"))
+				r = arch_bits_parse(optarg,
+						    &o->conv.image_archs, e);
+			break;
+		case R_INSECURE:
+			o->insecure = optarg;
+			break;
 		case 'q':
 		case R_QUIET:
 			o->quiet = true;
@@ -344,6 +364,42 @@ static int run_opts_parse(int argc, char **argv, struct ctl_global *g,
 	return -1;
 }
 
+/* The architectures every image of the pod has, from their registries
+ * (an image without a platform list counts as what its config says). */
+static int pod_image_archs(const json_t *pod, const char *insecure,
+			   unsigned *out, struct cerr *e)
+{
+	static const char *const lists[] = {"initContainers", "containers"};
+	const json_t *spec = json_object_get(pod, "spec"), *c;
+	size_t i;
+
+	*out = ARCH_AMD64 | ARCH_ARM64;
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++) {
+		json_array_foreach(json_object_get(spec, lists[l]), i, c)
+		{
+			const char *img =
+			    json_string_value(json_object_get(c, "image"));
+			struct regplat p;
+			if (!img)
+				continue;
+			if (regplat_query(img, insecure, 30000, &p, e) < 0)
+				return -1;
+			*out &= p.archs;
+			if (!*out) {
+				cerr_set(e, ENOEXEC,
+					 "image %s has no platform a cell "
+					 "runs with the pod's other images "
+					 "(it has: %s)",
+					 img, *p.list ? p.list : "none");
+				regplat_free(&p);
+				return -1;
+			}
+			regplat_free(&p);
+		}
+	}
+	return 0;
+}
+
 static int convert_manifest(struct run_opts *o, struct converted *out,
 			    struct cerr *e)
 {
@@ -361,6 +417,9 @@ static int convert_manifest(struct run_opts *o, struct converted *out,
 	    inst_table_load(prices, o->region, &t, e) < 0)
 		goto out;
 	o->conv.instances = &t;
+	if (o->image_arch && !strcmp(o->image_arch, "registry") &&
+	    pod_image_archs(pod, o->insecure, &o->conv.image_archs, e) < 0)
+		goto out;
 	if (pod_defaults(pod, e) == 0 &&
 	    pod_convert(pod, o->objects, &o->conv, out, e) == 0)
 		r = 0;

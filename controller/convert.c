@@ -704,6 +704,7 @@ static int choose_instance(json_t *spec, json_t *rs,
 	    .dedicated_cpu = false,
 	    .sustained_cpu = -1,
 	    .default_type = o->default_instance_type,
+	    .archs = o->image_archs,
 	};
 	const char *type = NULL;
 	int sustained = -1;

@@ -105,6 +105,7 @@ int cmd_run(int argc, char **argv, struct ctl_global *g);
 int cmd_convert(int argc, char **argv, struct ctl_global *g);
 int cmd_delete(int argc, char **argv, struct ctl_global *g);
 int cmd_select(int argc, char **argv, struct ctl_global *g);
+int cmd_platforms(int argc, char **argv, struct ctl_global *g);
 int cmd_watch(int argc, char **argv, struct ctl_global *g);
 int cmd_userdata(int argc, char **argv, struct ctl_global *g);
 int cmd_ssm_payload(int argc, char **argv, struct ctl_global *g);

@@ -28,6 +28,7 @@ static const struct {
     {"metrics", cmd_metrics, "the agent's metrics (Prometheus text)"},
     {"watch", cmd_watch, "--cell A --cell B…: one line per cell"},
     {"select", cmd_select, "--cpu N --memory Q: Kip's instance choice"},
+    {"platforms", cmd_platforms, "IMAGE: the platforms its registry lists"},
     {"userdata", cmd_userdata, "--pki DIR: #cloud-config with the boot files"},
     {"ssm-payload", cmd_ssm_payload, "--pki DIR: the SSM config parameter(s)"},
 };

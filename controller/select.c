@@ -6,7 +6,14 @@
  * and enough CPU: a burstable type is priced with the surcharge for the CPU
  * above its baseline ($0.05 per vCPU-hour, T2/T3 unlimited), and chosen
  * "sustained" when it needs it. t1 types are never chosen. Prices are
- * float32 as in Kip, so ties break the same way (first in the table). */
+ * float32 as in Kip, so ties break the same way (first in the table).
+ *
+ * Architectures (ours, not Kip's): a table entry may say "architecture":
+ * "arm64" (Graviton); one that says nothing is amd64. A type is chosen
+ * only when every image of the pod has its architecture (req.archs, which
+ * cellctl learns from the registry: regplat.c); without that knowledge
+ * only amd64 types, so a table with arm64 rows changes no choice for a
+ * pod whose images nobody looked at. */
 #include <errno.h>
 #include <ctype.h>
 #include <float.h>
@@ -28,6 +35,53 @@ void inst_table_free(struct inst_table *t)
 	json_decref(t->root);
 	free(t->v);
 	memset(t, 0, sizeof(*t));
+}
+
+unsigned arch_bit(const char *name)
+{
+	if (!name)
+		return 0;
+	if (!strcmp(name, "amd64") || !strcmp(name, "x86_64"))
+		return ARCH_AMD64;
+	if (!strcmp(name, "arm64") || !strcmp(name, "aarch64"))
+		return ARCH_ARM64;
+	return 0;
+}
+
+int arch_bits_parse(const char *list, unsigned *out, struct cerr *e)
+{
+	cleanup_free char *l = xstrdup(list);
+	char *save = NULL;
+
+	*out = 0;
+	for (char *t = strtok_r(l, ", ", &save); t;
+	     t = strtok_r(NULL, ", ", &save)) {
+		unsigned b = arch_bit(t);
+		if (!b)
+			return cerr_set(e, EINVAL,
+					"unknown architecture \"%.40s\" "
+					"(amd64, arm64)",
+					t);
+		*out |= b;
+	}
+	if (!*out)
+		return cerr_set(e, EINVAL, "no architecture in \"%.40s\"",
+				list);
+	return 0;
+}
+
+const char *arch_bits_name(unsigned bits)
+{
+	switch (bits & (ARCH_AMD64 | ARCH_ARM64)) {
+	case ARCH_AMD64:
+		return "amd64";
+	case ARCH_ARM64:
+		return "arm64";
+	case ARCH_AMD64 | ARCH_ARM64:
+		return "amd64, arm64";
+	default:
+		return "none";
+	}
 }
 
 static float num(const json_t *o, const char *k)
@@ -66,6 +120,12 @@ int inst_table_parse(const char *text, size_t len, const char *region,
 		x->gpu = (int)json_integer_value(json_object_get(it, "gpu"));
 		x->gpu_types = json_object_get(it, "supportedGPUTypes");
 		x->burstable = json_is_true(json_object_get(it, "burstable"));
+		x->arch = json_is_string(json_object_get(it, "architecture"))
+			      ? arch_bit(json_string_value(
+				    json_object_get(it, "architecture")))
+			      : ARCH_AMD64;
+		if (!x->arch)
+			continue; /* an architecture no cell is built for */
 		t->n++;
 	}
 	return 0;
@@ -169,10 +229,48 @@ static int parse_req(const struct select_req *r, float *cpu, float *mem,
 	return 0;
 }
 
+static unsigned req_archs(const struct select_req *r)
+{
+	return r->archs ? r->archs : ARCH_AMD64;
+}
+
+static const struct inst *find_type(const struct inst_table *t,
+				    const char *type)
+{
+	for (size_t i = 0; t && i < t->n; i++)
+		if (!strcmp(t->v[i].type, type))
+			return &t->v[i];
+	return NULL;
+}
+
+/* An exact (or default) type the table knows, of an architecture the
+ * pod's images lack: refused, never started to fail with ENOEXEC. */
+static int arch_refused(const struct inst_table *t, const struct select_req *r,
+			const char *type, struct cerr *e)
+{
+	const struct inst *x = find_type(t, type);
+
+	if (!x || (x->arch & req_archs(r)))
+		return 0;
+	if (!r->archs)
+		return cerr_set(e, ENOEXEC,
+				"instance type %s is %s, and the pod's images "
+				"are not known to have it (amd64 is assumed; "
+				"--image-arch says otherwise)",
+				type, arch_bits_name(x->arch));
+	return cerr_set(e, ENOEXEC,
+			"instance type %s is %s, but the pod's images are "
+			"for %s only",
+			type, arch_bits_name(x->arch),
+			arch_bits_name(req_archs(r)));
+}
+
 static bool fits(const struct inst *x, const struct select_req *r, float mem,
 		 int gpus, const char *kind)
 {
 	if (unsupported(x->type) || (mem != 0 && x->memory < mem))
+		return false;
+	if (!(x->arch & req_archs(r)))
 		return false;
 	if (r->instance_type && *r->instance_type &&
 	    !glob(r->instance_type, x->type))
@@ -184,6 +282,7 @@ int inst_select(const struct inst_table *t, const struct select_req *r,
 		const char **out, int *sustained, struct cerr *e)
 {
 	const char *it = r->instance_type ? r->instance_type : "";
+	bool dflt = false;
 	float cpu, mem, best = FLT_MAX;
 	char kind[64];
 	int gpus;
@@ -191,14 +290,22 @@ int inst_select(const struct inst_table *t, const struct select_req *r,
 	*sustained = r->sustained_cpu;
 	*out = NULL;
 	if (*it && !strchr(it, '*')) {
+		if (arch_refused(t, r, it, e) < 0)
+			return -1;
 		*out = it;
 		return 0;
 	}
 	*sustained = -1;
 	if (!*it && !(r->cpu && *r->cpu) && !(r->memory && *r->memory) &&
 	    !(r->gpu && *r->gpu)) {
-		*out = r->default_type;
-		return 0;
+		/* The default, unless it is of an architecture the images
+		 * lack: then the cheapest type that is not. */
+		const struct inst *d = find_type(t, r->default_type);
+		if (!d || (d->arch & req_archs(r))) {
+			*out = r->default_type;
+			return 0;
+		}
+		dflt = true;
 	}
 	if (!t || !t->n)
 		return cerr_set(e, ENOENT, "no instance data to choose from");
@@ -234,6 +341,10 @@ int inst_select(const struct inst_table *t, const struct select_req *r,
 	if (!*out)
 		return cerr_set(e, ENOENT,
 				"could not compute instance type from "
-				"Spec.Resources: no instance type fits");
+				"Spec.Resources: no instance type fits "
+				"(of architecture %s)",
+				arch_bits_name(req_archs(r)));
+	if (dflt)
+		*sustained = -1; /* as for the default itself */
 	return 0;
 }

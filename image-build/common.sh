@@ -13,6 +13,37 @@ IMG_FILES=$IMG_DIR/files
 IMG_KUBE_ROUTER=
 IMG_KUBE_ROUTER_PACKAGES=
 IMG_CMDLINE="console=tty0 console=ttyS0,115200n8 net.ifnames=0 quiet"
+# The target (img_arch): Debian's name, the suffix of image and build
+# names, apt's ":arch" for another machine's packages, how to run one of
+# its programs here, the disk's tools.
+IMG_ARCH=amd64
+IMG_SUFFIX=
+IMG_PKG=
+IMG_RUN=
+IMG_EFI_ARCH=
+IMG_TOOLS=extlinux
+
+# img_arch [ARCH]: amd64 (default: this machine) or arm64 (Graviton). An
+# arm64 cell's serial console is ttyS0 on EC2 (last, so /dev/console when
+# it exists) and ttyAMA0 (PL011) on qemu's virt machine; no VGA.
+# shellcheck disable=SC2034 # read by the recipes that source this file
+img_arch() {
+	IMG_ARCH=${1:-$(dpkg --print-architecture)}
+	case $IMG_ARCH in
+	amd64 | x86_64) IMG_ARCH=amd64 ;;
+	arm64 | aarch64)
+		IMG_ARCH=arm64 IMG_SUFFIX=-arm64 IMG_EFI_ARCH=aa64
+		IMG_TOOLS="mkfs.vfat mcopy mmd"
+		IMG_CMDLINE="console=ttyAMA0,115200 console=ttyS0,115200n8 net.ifnames=0 quiet"
+		;;
+	*) img_die "ARCH=$IMG_ARCH: amd64 or arm64" ;;
+	esac
+	if [ "$IMG_ARCH" != "$(dpkg --print-architecture)" ]; then
+		IMG_PKG=:$IMG_ARCH
+		IMG_RUN=qemu-${IMG_ARCH/arm64/aarch64}-static
+		IMG_TOOLS+=" $IMG_RUN"
+	fi
+}
 
 img_die() {
 	echo "image-build: $*" >&2
@@ -124,6 +155,57 @@ img_disk() {
 	qemu-img convert -c -O qcow2 "$out.raw" "$out.qcow2"
 }
 
+# img_disk_efi ROOT OUT SIZE_MB BOOTLOADER: the UEFI disk (arm64): GPT, an
+# EFI system partition (FAT, ESP_MB) with BOOTLOADER (systemd-boot) at the
+# removable-media path \EFI\BOOT\BOOT<ARCH>.EFI, its loader entry, the
+# kernel and initramfs of ROOT/boot (moved there: the firmware's loader
+# reads only the ESP); the ext4 root after it. No loop device, no mount:
+# mkfs.ext4 -d, mkfs.vfat and mtools write the partitions as files.
+img_disk_efi() {
+	local root=$1 out=$2 size_mb=$3 loader=$4 uuid esp part kernel initrd
+	local esp_mb=${ESP_MB:-64}
+	uuid=$(cat /proc/sys/kernel/random/uuid)
+	esp=$out.esp
+	part=$out.part
+	rm -f "$esp" "$part" "$out.raw" "$out.qcow2"
+	kernel=$(find "$root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n1)
+	initrd=$(find "$root/boot" -maxdepth 1 -name 'initramfs-*' | sort -V | tail -n1)
+	if [ ! -f "$kernel" ] || [ ! -f "$initrd" ] || [ ! -f "$loader" ]; then
+		img_die "no kernel, initramfs or boot loader for the EFI disk"
+	fi
+	truncate -s "${esp_mb}M" "$esp"
+	mkfs.vfat -F 32 -n CELLESP "$esp" >/dev/null || img_die "mkfs.vfat failed"
+	export MTOOLS_SKIP_CHECK=1
+	mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/loader ::/loader/entries
+	mcopy -i "$esp" "$loader" "::/EFI/BOOT/BOOT${IMG_EFI_ARCH^^}.EFI"
+	mcopy -i "$esp" "$kernel" ::/vmlinuz
+	mcopy -i "$esp" "$initrd" ::/initrd
+	printf 'timeout 0\ndefault cell.conf\n' >"$out.loader.conf"
+	printf 'title cell\nlinux /vmlinuz\ninitrd /initrd\noptions root=UUID=%s rw %s\n' \
+		"$uuid" "$IMG_CMDLINE" >"$out.cell.conf"
+	mcopy -i "$esp" "$out.loader.conf" ::/loader/loader.conf
+	mcopy -i "$esp" "$out.cell.conf" ::/loader/entries/cell.conf
+	rm -f "$out.loader.conf" "$out.cell.conf" "$kernel" "$initrd"
+	du -s -m --apparent-size "$root" | cut -f1 >"$out.root-mib"
+	printf 'UUID=%s / ext4 rw,noatime,errors=remount-ro 0 1\n' "$uuid" \
+		>"$root/etc/fstab"
+	truncate -s $((size_mb - esp_mb - 2))M "$part"
+	mkfs.ext4 -q -F -U "$uuid" -L cellroot -E root_owner=0:0 \
+		-d "$root" "$part" || img_die "mkfs.ext4 failed"
+	truncate -s "${size_mb}M" "$out.raw"
+	# ESP from 1 MiB, root after it; the backup GPT in the last 1 MiB.
+	printf 'label: gpt\nstart=2048, size=%d, type=%s, name=esp\nstart=%d, size=%d, type=%s, name=root\n' \
+		$((esp_mb * 2048)) C12A7328-F81F-11D2-BA4B-00A0C93EC93B \
+		$(((esp_mb + 1) * 2048)) $(((size_mb - esp_mb - 2) * 2048)) \
+		B921B045-1DF0-41C3-AF44-4C6F280D3FAE |
+		sfdisk -q "$out.raw" || img_die "sfdisk failed"
+	dd if="$esp" of="$out.raw" bs=1M seek=1 conv=notrunc,sparse status=none
+	dd if="$part" of="$out.raw" bs=1M seek=$((esp_mb + 1)) \
+		conv=notrunc,sparse status=none
+	rm -f "$esp" "$part"
+	qemu-img convert -c -O qcow2 "$out.raw" "$out.qcow2"
+}
+
 img_extlinux_conf() {
 	local root=$1 uuid=$2 kernel initrd
 	kernel=$(find "$root/boot" -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' |
@@ -149,7 +231,8 @@ img_kube_router() {
 	IMG_KUBE_ROUTER=
 	IMG_KUBE_ROUTER_PACKAGES=
 	[ "${KUBE_ROUTER:-0}" = 1 ] || return 0
-	IMG_KUBE_ROUTER=$("$IMG_DIR/kube-router.sh" "$1/.kube-router") ||
+	IMG_KUBE_ROUTER=$(KUBE_ROUTER_ARCH=$IMG_ARCH \
+		"$IMG_DIR/kube-router.sh" "$1/.kube-router") ||
 		img_die "no kube-router image without a checked kube-router"
 	# shellcheck source=image-build/kube-router.conf disable=SC2034
 	IMG_KUBE_ROUTER_PACKAGES=$(. "$IMG_DIR/kube-router.conf" &&

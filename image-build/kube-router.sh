@@ -11,7 +11,8 @@
 # fails, or the download's SHA-256 is not the pinned one. The environment's
 # KUBE_ROUTER_URL and KUBE_ROUTER_SHA256 win over the file's (the tests
 # serve a stand-in; a release build passes the hash it read from
-# kube-router's checksum file). Image recipes call this first, before any
+# kube-router's checksum file). KUBE_ROUTER_ARCH (amd64, arm64) picks the
+# asset and its pinned hash. Image recipes call this first, before any
 # other step, so a wrong asset stops the build before it has cost anything.
 set -euo pipefail
 
@@ -30,7 +31,8 @@ sum=${env_sum:-$KUBE_ROUTER_SHA256}
 sum=${sum,,}
 
 if [ -z "$sum" ]; then
-	die "no SHA-256 for kube-router $KUBE_ROUTER_VERSION: refusing to" \
+	die "no SHA-256 for kube-router $KUBE_ROUTER_VERSION" \
+		"($KUBE_ROUTER_ARCH): refusing to" \
 		"build an image with it. Read it from $KUBE_ROUTER_CHECKSUMS" \
 		"(the line for $KUBE_ROUTER_ASSET) and pass" \
 		"KUBE_ROUTER_SHA256=<hex>, or build without KUBE_ROUTER=1"

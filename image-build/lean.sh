@@ -3,10 +3,14 @@
 # Build the lean cell image (docs/image-build.md): what the Alpine cell
 # (linux-virt, OpenRC, static binaries) was, from Debian's packages.
 #
-#   image-build/lean.sh OUTDIR
+#   [ARCH=amd64|arm64] image-build/lean.sh OUTDIR
 #
 # Writes OUTDIR/cell-lean.raw and .qcow2 (and the kernel and initrd beside
-# them). No systemd, no udev, no package manager, no libc outside the
+# them); ARCH=arm64 (Graviton) writes cell-lean-arm64.*: the same recipe
+# with Debian's arm64 packages (multiarch), `make static ARCH=arm64`'s
+# binaries, and a UEFI disk (GPT, an EFI system partition with
+# systemd-boot, the kernel and the initramfs) in place of extlinux's BIOS
+# disk: arm64 instances boot UEFI only. No systemd, no udev, no package manager, no libc outside the
 # packages kube-router needs: busybox (static) as init, shell and DHCP
 # client; Debian's cloud kernel with the modules a cell uses and nothing
 # else; an initramfs of busybox and the disk drivers; the static binaries of
@@ -26,16 +30,18 @@ set -euo pipefail
 
 [ $# -eq 1 ] || img_die "usage: lean.sh OUTDIR"
 out=$(mkdir -p "$1" && cd "$1" && pwd)
-name=cell-lean
+img_arch "${ARCH:-}"
+name=cell-lean$IMG_SUFFIX
 # First, before anything else: kube-router's download, checked.
 img_kube_router "$out"
 SIZE_MB=${SIZE_MB:-1024}
-STATIC_BUILD=${STATIC_BUILD:-$IMG_REPO/build-static}
+STATIC_BUILD=${STATIC_BUILD:-$IMG_REPO/build-static$IMG_SUFFIX}
 LEAN=$IMG_DIR/lean
 
 [ "$(id -u)" -eq 0 ] || img_die "run as root"
-for t in apt-get dpkg-deb depmod cpio extlinux qemu-img mkfs.ext4 sfdisk; do
-	command -v $t >/dev/null || img_die "$t missing: run scripts/deps.sh"
+# shellcheck disable=SC2086 # a list of tools
+for t in apt-get dpkg-deb depmod cpio qemu-img mkfs.ext4 sfdisk $IMG_TOOLS; do
+	command -v "$t" >/dev/null || img_die "$t missing: run scripts/deps.sh"
 done
 [ -x "$STATIC_BUILD/bin/cell-agent" ] || img_die "build first: make static"
 
@@ -68,11 +74,17 @@ root=$work/root
 kdir=$work/kernel
 
 # The packages, from the host's archive (bookworm and its security suite).
-kpkg=$(apt-cache depends linux-image-cloud-amd64 |
+# Another architecture's through dpkg's multiarch (scripts/deps.sh adds it):
+# "pkg:arm64" names, downloaded and unpacked, never installed.
+kpkg=$(apt-cache depends "linux-image-cloud-$IMG_ARCH$IMG_PKG" |
 	awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }')
-[ -n "$kpkg" ] || img_die "no linux-image-cloud-amd64 in apt's lists (apt-get update)"
+[ -n "$kpkg" ] || img_die "no linux-image-cloud-$IMG_ARCH$IMG_PKG in apt's lists" \
+	"(dpkg --add-architecture $IMG_ARCH; apt-get update)"
+kpkg=${kpkg%:*}
 kver=${kpkg#linux-image-}
-pkgs="busybox-static ca-certificates"
+kpkg+=$IMG_PKG
+pkgs="busybox-static$IMG_PKG ca-certificates"
+[ "$IMG_ARCH" = amd64 ] || pkgs+=" systemd-boot-efi$IMG_PKG"
 if [ -n "$IMG_KUBE_ROUTER_PACKAGES" ]; then
 	# shellcheck disable=SC2086 # a list of packages
 	pkgs+=" $(apt-cache depends --recurse --no-recommends --no-suggests \
@@ -96,7 +108,7 @@ chmod 1777 "$root/tmp" "$root/var/tmp"
 chmod 0700 "$root/root"
 for deb in "$work"/debs/*.deb; do
 	case ${deb##*/} in
-	"${kpkg}"_*) dest=$kdir ;;
+	"${kpkg%:*}"_* | systemd-boot-efi_*) dest=$kdir ;;
 	*) dest=$root ;;
 	esac
 	dpkg-deb --fsys-tarfile "$deb" |
@@ -107,7 +119,7 @@ done
 while read -r applet; do
 	[ -e "$root/$applet" ] || [ -L "$root/$applet" ] ||
 		ln -s /bin/busybox "$root/$applet"
-done < <("$root/bin/busybox" --list-full)
+done < <($IMG_RUN "$root/bin/busybox" --list-full)
 # iptables from Debian: the legacy (xtables) backend, the one libiptc and
 # so cell-net write; kube-router's rules must land in the same tables.
 if [ -e "$root/usr/sbin/xtables-legacy-multi" ]; then
@@ -163,7 +175,7 @@ copy_mods "$ird" $DISK_MODULES
 	>"$root/boot/initramfs-$kver"
 
 # Our part: the static binaries, configuration, the init.
-img_install_cell "$root" OUT="$STATIC_BUILD" STATIC=1 STRIP=1
+img_install_cell "$root" OUT="$STATIC_BUILD" STATIC=1 STRIP=1 ARCH="$IMG_ARCH"
 img_install_kube_router "$root"
 rm -rf "$root/usr/local/bin/cellctl" "$root/etc/init.d" "$root/usr/lib/systemd" \
 	"$root/lib/systemd" "$root/etc/systemd"
@@ -186,6 +198,14 @@ rm -rf "$root/var/lib/dpkg" "$root/usr/share/ca-certificates" \
 
 cp "$root/boot/vmlinuz-$kver" "$out/$name.vmlinuz"
 cp "$root/boot/initramfs-$kver" "$out/$name.initrd"
-img_disk "$root" "$out/$name" "$SIZE_MB"
+if [ "$IMG_ARCH" = amd64 ]; then
+	img_disk "$root" "$out/$name" "$SIZE_MB"
+else
+	# The boot test's pods need this busybox as an image layer (a
+	# multi-arch index): the image's own, beside it.
+	cp "$root/bin/busybox" "$out/$name.busybox"
+	img_disk_efi "$root" "$out/$name" "$SIZE_MB" \
+		"$kdir/usr/lib/systemd/boot/efi/systemd-boot$IMG_EFI_ARCH.efi"
+fi
 img_log "$name: $(du -sh --apparent-size "$root" | cut -f1) root file system"
 ls -l "$out/$name".* >&2

@@ -4,10 +4,14 @@
 # Debian's source packages (pinned versions, fetched with `apt-get source`,
 # checked against the archive's signatures), with Debian's musl-gcc.
 #
-#   image-build/static-deps.sh [PREFIX]
+#   [ARCH=amd64|arm64] image-build/static-deps.sh [PREFIX]
 #
-# PREFIX (default $CELL_STATIC_PREFIX or /var/cache/cell-image/musl) gets
-# include/, lib/*.a and lib/pkgconfig/; sources are unpacked in PREFIX.src/.
+# PREFIX (default $CELL_STATIC_PREFIX, else /var/cache/cell-image/musl for
+# amd64 and /var/cache/cell-image/musl-arm64 for arm64) gets include/,
+# lib/*.a and lib/pkgconfig/; sources are unpacked in PREFIX.src/. ARCH
+# (default: this machine's) is the target: arm64 is cross-built with
+# Debian's gcc-aarch64-linux-gnu and musl-dev:arm64 (its
+# aarch64-linux-musl-gcc wrapper), the same sources and options.
 # Nothing goes into git. Each library is built once: a stamp file holding
 # its pinned version skips it on the next run. `make static` links against
 # the result (see docs/image-build.md). Features are cut to what we use:
@@ -15,11 +19,36 @@
 # gzip/zstd, OpenSSL has no engines, modules or legacy ciphers.
 set -euo pipefail
 
-PREFIX=${1:-${CELL_STATIC_PREFIX:-/var/cache/cell-image/musl}}
+die() {
+	echo "static-deps: $*" >&2
+	exit 1
+}
+
+ARCH=${ARCH:-$(dpkg --print-architecture)}
+# Per target: the compiler, configure's host triplet, OpenSSL's target,
+# the kernel's asm headers, binutils (a cross ar/ranlib: the host's does
+# not index another machine's objects) and isa-l's arch.
+case $ARCH in
+amd64 | x86_64)
+	ARCH=amd64 CC=musl-gcc HOST=x86_64-linux-musl OSSL_TARGET=linux-x86_64
+	ASM=/usr/include/x86_64-linux-gnu/asm TOOL='' ISAL_ARCH=
+	DEFAULT_PREFIX=/var/cache/cell-image/musl
+	;;
+arm64 | aarch64)
+	# -mno-outline-atomics: gcc's aarch64 libgcc picks LSE atomics at run
+	# time through glibc's __getauxval, which musl lacks; inline ARMv8.0
+	# atomics run on every arm64 CPU. In CC, so every build system has it.
+	ARCH=arm64 CC="aarch64-linux-musl-gcc -mno-outline-atomics"
+	HOST=aarch64-linux-musl
+	OSSL_TARGET=linux-aarch64 ASM=/usr/aarch64-linux-gnu/include/asm
+	TOOL=aarch64-linux-gnu- ISAL_ARCH=aarch64
+	DEFAULT_PREFIX=/var/cache/cell-image/musl-arm64
+	;;
+*) die "ARCH=$ARCH: amd64 or arm64" ;;
+esac
+PREFIX=${1:-${CELL_STATIC_PREFIX:-$DEFAULT_PREFIX}}
 SRC=$PREFIX.src
 JOBS=${JOBS:-2}
-CC=musl-gcc
-HOST=x86_64-linux-musl
 
 # source package, version (as `apt-cache showsrc` prints it)
 PINS=(
@@ -37,12 +66,8 @@ PINS=(
 	"libseccomp 2.5.4-1+deb12u1"
 )
 
-die() {
-	echo "static-deps: $*" >&2
-	exit 1
-}
-
-command -v $CC >/dev/null || die "musl-gcc missing: run scripts/deps.sh"
+command -v "${CC%% *}" >/dev/null || die "${CC%% *} missing: run scripts/deps.sh"
+[ -d "$ASM" ] || die "$ASM missing: run scripts/deps.sh"
 command -v dpkg-source >/dev/null || die "dpkg-source missing (dpkg-dev)"
 mkdir -p "$PREFIX/include" "$PREFIX/lib/pkgconfig" "$SRC"
 # The prefix is shared by every checkout on the machine: one build at a
@@ -54,9 +79,10 @@ flock 9
 for d in linux asm-generic mtd; do
 	ln -sfn "/usr/include/$d" "$PREFIX/include/$d"
 done
-ln -sfn /usr/include/x86_64-linux-gnu/asm "$PREFIX/include/asm"
+ln -sfn "$ASM" "$PREFIX/include/asm"
 
 export CC
+export AR=${TOOL}ar RANLIB=${TOOL}ranlib STRIP=${TOOL}strip
 export CFLAGS="-O2 -fPIC -fstack-protector-strong -I$PREFIX/include"
 export CPPFLAGS="-I$PREFIX/include"
 export LDFLAGS="-L$PREFIX/lib"
@@ -180,7 +206,7 @@ build_libzstd() {
 }
 
 build_openssl() {
-	./Configure linux-x86_64 --prefix="$PREFIX" --libdir=lib \
+	./Configure "$OSSL_TARGET" --prefix="$PREFIX" --libdir=lib \
 		--openssldir=/etc/ssl no-shared no-tests no-engine \
 		no-module no-legacy no-dso no-async no-comp no-afalgeng no-ktls \
 		no-idea no-seed no-camellia no-aria no-sm2 no-sm3 no-sm4 \
@@ -234,15 +260,21 @@ build_libarchive() {
 }
 
 build_libisal() {
-	make -f Makefile.unx -j"$JOBS" CC="$CC" have_threads=n lib >/dev/null
+	# aarch64's assembly goes through the compiler (AS), which must see
+	# the prefix's kernel headers (asm/hwcap.h) too.
+	make -f Makefile.unx -j"$JOBS" CC="$CC" AR="$AR" have_threads=n \
+		${ISAL_ARCH:+arch=$ISAL_ARCH host_cpu=$ISAL_ARCH} \
+		${ISAL_ARCH:+AS="$CC -D__ASSEMBLY__ -I$PREFIX/include"} \
+		lib >/dev/null
 	mkdir -p "$PREFIX/include/isa-l"
 	cp include/*.h "$PREFIX/include/isa-l/"
 	cp bin/isa-l.a "$PREFIX/lib/libisal.a"
 }
 
 build_libcap2() {
-	make -C libcap -j"$JOBS" CC="$CC" BUILD_CC=gcc SHARED=no GOLANG=no \
-		PAM_CAP=no USE_GPERF=no libcap.a >/dev/null
+	make -C libcap -j"$JOBS" CC="$CC" AR="$AR" RANLIB="$RANLIB" \
+		BUILD_CC=gcc SHARED=no GOLANG=no PAM_CAP=no USE_GPERF=no \
+		libcap.a >/dev/null
 	install -m 644 libcap/libcap.a "$PREFIX/lib/"
 	mkdir -p "$PREFIX/include/sys"
 	install -m 644 libcap/include/sys/capability.h "$PREFIX/include/sys/"
@@ -295,4 +327,4 @@ for pin in "${PINS[@]}"; do
 	)
 	echo "$version" >"$stamp"
 done
-echo "static-deps: all ${#PINS[@]} libraries in $PREFIX"
+echo "static-deps: all ${#PINS[@]} libraries ($ARCH) in $PREFIX"

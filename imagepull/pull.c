@@ -127,6 +127,31 @@ static int get_manifest(struct pull *p, const char *reference, const char *want,
 	return cache_put_blob(&p->cache, got, body->data, body->len, e);
 }
 
+/* A single-platform image (no index, or the index's pick) for another
+ * architecture than the one wanted is refused here, with the platform it
+ * has: started, it would only fail with "exec format error". A config
+ * that names no architecture is taken (old or hand-made images). */
+static int check_config_platform(struct pull *p, struct cerr *e)
+{
+	struct platform have = {0};
+	cleanup_free char *want = NULL, *is = NULL;
+
+	if (!p->config.architecture || !*p->config.architecture)
+		return 0;
+	snprintf(have.os, sizeof(have.os), "%s",
+		 p->config.os && *p->config.os ? p->config.os : p->plat.os);
+	snprintf(have.arch, sizeof(have.arch), "%s", p->config.architecture);
+	platform_normalize(&have);
+	if (!strcmp(have.os, p->plat.os) && !strcmp(have.arch, p->plat.arch))
+		return 0;
+	want = platform_string(&p->plat);
+	is = platform_string(&have);
+	return cerr_set(e, ENOEXEC,
+			"no image for platform %s: %s is a single-platform "
+			"image (available: %s)",
+			want, p->o->image, is);
+}
+
 static int get_config(struct pull *p, struct cerr *e)
 {
 	const struct descriptor *d = &p->m.config;
@@ -160,11 +185,8 @@ parse:
 	if (image_config_parse(p->config_raw.data, p->config_raw.len,
 			       &p->config, e) < 0)
 		return cerr_prefix(e, "config %s", d->digest);
-	if (p->config.architecture &&
-	    strcmp(p->config.architecture, p->plat.arch) != 0)
-		log_warn("image %s is for %s/%s, not %s/%s", p->o->image,
-			 p->config.os ? p->config.os : "?",
-			 p->config.architecture, p->plat.os, p->plat.arch);
+	if (check_config_platform(p, e) < 0)
+		return -1;
 	if (p->config.n_diff_ids != p->m.n_layers)
 		return cerr_set(e, EINVAL,
 				"config lists %zu diff-ids for %zu layers",

@@ -34,7 +34,21 @@ PKGS=(
 	gperf # static-deps.sh: libseccomp's build
 	qemu-system-x86 cloud-image-utils cpio # cpio: the lean image's initramfs
 	nfs-ganesha nfs-ganesha-vfs # the image test's NFS server (the shared image cache)
+	# arm64 cells (issue 30): the cross toolchain and musl for aarch64 (musl's
+	# Debian package for arm64 through multiarch: its aarch64-linux-musl-gcc
+	# wrapper), the kernel's arm64 headers, arm64 programs run here
+	# (qemu-user), the UEFI boot test (qemu-system-aarch64, EDK2), and the
+	# EFI system partition's tools
+	gcc-aarch64-linux-gnu linux-libc-dev-arm64-cross musl-dev:arm64
+	qemu-user-static qemu-system-arm qemu-efi-aarch64 dosfstools mtools
 )
+# Debian's arm64 packages (musl-dev:arm64 above; the arm64 image's kernel,
+# busybox and boot loader, downloaded by image-build/lean.sh, never
+# installed) come through dpkg's multiarch.
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	dpkg --add-architecture arm64
+	apt-get update -q
+fi
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||

@@ -614,6 +614,44 @@ def test_self_update_by_reexec_keeps_the_pod(controller, agents, registry, tmp_p
         c.close()
 
 
+@pytest.mark.parametrize("machine,name", [("x86_64", "cell-agent-v9.9.9"),
+                                          ("aarch64", "cell-agent-v9.9.9-arm64"),
+                                          ("riscv64", None)])
+def test_self_update_picks_the_file_for_the_machine(tmp_path, machine, name):
+    """cell-boot --update-only fetches the agent for the machine it runs on
+    (uname -m, CELL_BOOT_MACHINE here): the x86-64 name as it always was,
+    -arm64 on aarch64, nothing for a machine no release is built for; the
+    checksum rule is the same for both."""
+    agent = tmp_path / "bin" / "cell-agent"
+    agent.parent.mkdir()
+    agent.write_bytes(b"old agent")
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    bins = {n: f"agent {n}".encode() for n in ("cell-agent-v9.9.9", "cell-agent-v9.9.9-arm64")}
+    files = {}
+    for n, data in bins.items():
+        files[f"/rel/{n}"] = data
+        files[f"/rel/{n}.sha256"] = f"{hashlib.sha256(data).hexdigest()}  {n}\n".encode()
+    web = md.Static(files)
+    try:
+        (boot / "itzo_url").write_text(web.url + "/rel\n")
+        (boot / "itzo_version").write_text("v9.9.9\n")
+        r = run_boot("--boot-dir", boot, "--update-only",
+                     "--agent-path", agent, "--agent-version", "1.0.0",
+                     "--state-dir", tmp_path / "state", env={"CELL_BOOT_MACHINE": machine})
+        got = web.paths("GET")
+        if name is None:
+            assert r.returncode == 0, r.stderr
+            assert "no release is built for this machine (riscv64)" in r.stderr
+            assert got == [] and agent.read_bytes() == b"old agent"
+        else:
+            assert r.returncode == 3, r.stderr
+            assert got == [f"/rel/{name}.sha256", f"/rel/{name}"], got
+            assert agent.read_bytes() == bins[name]
+    finally:
+        web.close()
+
+
 # ---------------------------------------------------------------- Azure's provisioning medium
 
 def kernel_fs(name: str) -> bool:
@@ -821,12 +859,13 @@ def release():
     return tarball, want
 
 
-@pytest.mark.parametrize("good", [True, False])
+@pytest.mark.parametrize("good", [True, False, "other-machine"])
 def test_custom_image_cloud_config_installs_the_release(release, tmp_path, good):
     """The documented snippet, run by a cloud-init (ours, in a busybox
-    root): it retries a failing download, checks the tarball's SHA-256,
-    unpacks it and, with no init system there, says how to start the
-    agent. A wrong hash installs nothing."""
+    root): it picks the tarball for its machine (uname -m), retries a
+    failing download, checks the tarball's SHA-256, unpacks it and, with no
+    init system there, says how to start the agent. A wrong hash installs
+    nothing; a machine with only a placeholder fetches nothing."""
     from test_cloudinit import Cell
     tarball, want = release
     cell = Cell(str(tmp_path / "cell"))
@@ -836,12 +875,21 @@ def test_custom_image_cloud_config_installs_the_release(release, tmp_path, good)
         v = subprocess.run([need(CLOUDINIT), "--validate", "/dev/stdin"], input=snippet,
                            capture_output=True, text=True)
         assert v.returncode == 0 and "0 error(s), 0 warning(s)" in v.stdout, v.stdout
+        here = os.uname().machine
         ud = snippet.replace("@URL@", web.url + "/rel/cell.tar.gz")
-        ud = ud.replace('"@SHA256@"]', f'"{want if good else "0" * 64}", "3"]')
+        ud = ud.replace('"@SHA256@"', f'"{want if good else "0" * 64}"')
+        ud = ud.replace('"@SHA256_AARCH64@"]', '"@SHA256_AARCH64@", "3"]')
+        if good == "other-machine":  # this machine's triple names another
+            ud = ud.replace(f"cell-install, {here},", "cell-install, mips64,")
         r = run_cloudinit_chrooted(cell, ud, tmp_path)
         log = open(cell.log).read()
         installed = cell.path("usr/local/bin/cell-agent")
-        if good:
+        if good == "other-machine":
+            assert r.returncode != 0
+            assert f"no release for this machine ({here}); nothing installed" in log
+            assert not web.paths("GET")
+            assert not os.path.exists(installed)
+        elif good:
             assert r.returncode == 0, log[-3000:]
             assert sha256(installed) == sha256(os.path.join(CELL_BUILD, "bin", "cell-agent"))
             assert os.access(cell.path("usr/local/bin/cell-unpack"), os.X_OK)

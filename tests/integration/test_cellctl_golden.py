@@ -248,6 +248,17 @@ def test_select_with_the_shipped_us_east_1_table():
         (["--instance-type", "m5*", "--cpu", "4"], "m5a.xlarge sustainedCPU=false"),
         (["--instance-type", "t1*"], None),                # t1 is never chosen
         (["--memory", "1Ti"], None),
+        # arm64 (Graviton) rows: chosen only for images that have arm64
+        # (us-east-1 on-demand Linux prices, see docs/cellctl.md).
+        (["--arch", "arm64"], "t4g.nano"),                 # the default is amd64
+        (["--memory", "4Gi", "--arch", "arm64"], "t4g.medium sustainedCPU=false"),
+        (["--memory", "4Gi", "--arch", "amd64,arm64"], "t4g.medium sustainedCPU=false"),
+        (["--cpu", "2", "--memory", "4Gi", "--arch", "arm64"], "c6g.large sustainedCPU=false"),
+        (["--cpu", "2", "--memory", "4Gi", "--arch", "amd64"], "c5a.large sustainedCPU=false"),
+        (["--instance-type", "m6g.large", "--arch", "arm64"], "m6g.large"),
+        (["--instance-type", "m*.large", "--arch", "arm64"], "m6g.large sustainedCPU=false"),
+        (["--instance-type", "m6g*", "--cpu", "2"], None),  # images not known to be arm64
+        (["--gpu", "1", "--arch", "arm64"], None),         # no arm64 GPU type in the table
     ]
     for args, want in cases:
         r = cellctl("select", *args, check=None)
@@ -259,3 +270,9 @@ def test_select_with_the_shipped_us_east_1_table():
     # 1 CPU: t3a.small 0.0188 + 0.6 * 0.05 < t3a.micro 0.0094 + 0.8 * 0.05
     assert out == {"instanceType": "t3a.small", "sustainedCPU": True}
     cellctl("select", "--sustained-cpu", "maybe", check=2)
+    r = cellctl("select", "--instance-type", "m6g.large", check=1)
+    assert "m6g.large is arm64, and the pod's images are not known to have it" in r.stderr
+    r = cellctl("select", "--instance-type", "c5.large", "--arch", "arm64", check=1)
+    assert "c5.large is amd64, but the pod's images are for arm64 only" in r.stderr
+    r = cellctl("select", "--arch", "sparc", check=1)
+    assert "unknown architecture" in r.stderr

@@ -228,12 +228,13 @@ class Layer:
         return self.diff_id.split(":", 1)[1]
 
 
-_busybox_cache: Dict[str, Layer] = {}
+_busybox_cache: Dict[Tuple[str, Optional[str]], Layer] = {}
 
 
-def busybox_entries() -> List[Entry]:
-    """The standard test rootfs: static busybox, a few applet links, passwd."""
-    with open(BUSYBOX, "rb") as f:
+def busybox_entries(busybox: Optional[str] = None) -> List[Entry]:
+    """The standard test rootfs: static busybox, a few applet links, passwd.
+    busybox: another build of it (an arm64 one for a multi-arch index)."""
+    with open(busybox or BUSYBOX, "rb") as f:
         bb = f.read()
     return [
         Dir("bin"),
@@ -250,11 +251,13 @@ def busybox_entries() -> List[Entry]:
     ]
 
 
-def busybox_layer(compression: str = "gzip") -> Layer:
-    """A layer with /bin/busybox (busybox-static) and the basics (cached)."""
-    if compression not in _busybox_cache:
-        _busybox_cache[compression] = Layer(busybox_entries(), compression)
-    return _busybox_cache[compression]
+def busybox_layer(compression: str = "gzip", busybox: Optional[str] = None) -> Layer:
+    """A layer with /bin/busybox (busybox-static, or the file busybox) and
+    the basics (cached)."""
+    key = (compression, busybox)
+    if key not in _busybox_cache:
+        _busybox_cache[key] = Layer(busybox_entries(busybox), compression)
+    return _busybox_cache[key]
 
 
 def random_layer(size: int, name: str = "random.bin", compression: str = "gzip",
