@@ -117,7 +117,28 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
     if boot_config is not None:
         with open(os.path.join(boot, "cell_config.yaml"), "w") as f:
             f.write(boot_config)
-    port = port or free_port()
+    # A port picked here can be taken by another process before the agent
+    # binds it (a loaded machine, other suites): then, and only for a port
+    # picked here, the start is tried again on another.
+    for _ in range(3 if port is None and wait else 1):
+        a = _start_agent(d, extra, env, port or free_port(), boot_config,
+                         wait, prefix, verbose, cwd, ca, cli, boot)
+        if a is not None:
+            return a
+    pytest.fail(f"cell-agent: no free port after 3 tries:\n{_log_tail(d)}", pytrace=False)
+
+
+def _log_tail(d: str) -> str:
+    try:
+        with open(os.path.join(d, "agent.log"), "rb") as f:
+            return f.read()[-3000:].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _start_agent(d, extra, env, port, boot_config, wait, prefix, verbose, cwd,
+                 ca, cli, boot) -> Optional[Agent]:
+    """One start; None when the agent could not bind an auto-picked port."""
     log_path = os.path.join(d, "agent.log")
     # Never the host's /var/log: the agent's own log and the units' links
     # go below the test's directory (extra may say otherwise).
@@ -140,8 +161,25 @@ def start_agent(d: str, *extra: str, env: Optional[dict] = None, port: Optional[
                              env=e, start_new_session=True, cwd=cwd)
     a = Agent(p, port, d, ca, cli.cert_path, cli.key_path, log_path)
     if wait:
+        if _port_taken(a):
+            return None
         wait_ping(a)
     return a
+
+
+def _port_taken(a: Agent, timeout: float = 10) -> bool:
+    """The agent exited at once because its port was in use."""
+    end = time.monotonic() + timeout
+    c = a.client()
+    while time.monotonic() < end:
+        if not a.alive():
+            return f"bind port {a.port}: Address already in use" in a.log()
+        try:
+            c.ping()
+            return False
+        except (requests.RequestException, WireError):
+            time.sleep(0.05)
+    return False
 
 
 def wait_ping(a: Agent, timeout: float = 10) -> None:
