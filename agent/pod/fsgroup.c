@@ -140,13 +140,6 @@ static bool root_ok(const struct stat *st, gid_t gid, bool ro)
 	return st->st_gid == gid && (st->st_mode & want) == want;
 }
 
-bool fsgroup_root_ok(const char *dir, gid_t gid, bool ro)
-{
-	struct stat st;
-
-	return stat(dir, &st) == 0 && root_ok(&st, gid, ro);
-}
-
 int fsgroup_apply(const char *dir, gid_t gid, bool on_root_mismatch, bool ro,
 		  struct cerr *e)
 {

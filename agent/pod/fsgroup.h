@@ -8,8 +8,6 @@
 
 #include "err.h"
 
-/* Whether the tree's root already has the group and the bits. */
-bool fsgroup_root_ok(const char *dir, gid_t gid, bool ro);
 /* The group and bits on every directory and regular file below dir (not
  * crossing mounts, never following links); with on_root_mismatch, nothing
  * when the root is already right. */
