@@ -82,8 +82,10 @@ static void check_spec(const struct pod_spec *p)
 				abort();
 	if (items > WIRE_MAX_SECRET_ITEMS)
 		abort();
+	/* Only the two prefixes the agent acts on are kept (podspec.h). */
 	for (size_t i = 0; i < p->n_annotations; i++)
-		if (strncmp(p->annotations[i].name, "pod.elotl.co/", 13))
+		if (strncmp(p->annotations[i].name, "pod.elotl.co/", 13) &&
+		    strncmp(p->annotations[i].name, "cdi.k8s.io/", 11))
 			abort();
 }
 
