@@ -190,3 +190,69 @@ def test_stalled_lazy_read_is_eio_and_a_unit_status_message(cell, registry, make
     finally:
         proxy.clear()
         gc(a, run_pull)
+
+
+def test_lazy_layer_survives_an_agent_kill_9(cell, registry, run_pull, tmp_path):
+    """The agent is killed -9 while a unit reads a lazy layer, a file a
+    second, most not fetched yet (issue 29, Faults): the unit keeps
+    reading, every file right and no EIO, through the same server; the
+    agent restarted on the same state finds the pod Running and the
+    server's counts (its metrics go on counting the layer's bytes); once
+    the pod is deleted and the gc has run, no server, mount or directory
+    of the layer is left."""
+    import hashlib
+    files = {f"app/f{i}": os.urandom(3000) for i in range(30)}
+    lazy = EstargzLayer([File("app/hello", GREETING)] +
+                        [File(n, d) for n, d in files.items()])
+    layers = [busybox_layer(), lazy]
+    push(registry, "lazyagent/kill", "v1",
+         Image(layers, fmt="oci", config={"Cmd": ["/bin/sh"]}, mutate_manifest=annotate(layers)))
+    ref = registry.ref("lazyagent/kill", "v1")
+    env = {"CELL_PULL_LAZY_BACKGROUND": "0", "CELL_PULL_LAZY_STATS_MS": "100"}
+    d = tmp_path / "agent"
+    cache = os.path.join(str(d), "cache")
+    layer_dir = os.path.join(cache, "lazy", "sha256-" + lazy.hex)
+    script = ("cat /app/hello; i=0; while [ $i -lt 30 ]; do "
+              "echo \"read $(busybox md5sum /app/f$i 2>&1)\"; i=$((i+1)); sleep 1; done; "
+              "exec sleep 600")
+
+    def reads() -> list:
+        return [l.split()[1:] for l in c.logs("app").decode().splitlines()
+                if l.startswith("read ")]
+
+    a, c = cell(env=env, d=d)
+    try:
+        c.update_pod(pod_params("ns_pod", units=[sh(ref, "app", script)]))
+        wait_state(c, "app", "running")
+        wait_for(lambda: len(reads()) >= 3, 30, "the unit's first reads")
+        (server,) = servers(cache)
+        wait_for(lambda: metric(c, "cell_lazy_bytes_total", how="demand") > 0, 10,
+                 "the server's counts in the metrics")
+        n_at_kill = len(reads())
+        os.killpg(a.proc.pid, signal.SIGKILL)
+        a.proc.wait()
+        time.sleep(3)  # the unit reads on with no agent
+        a, c = cell(env=env, d=d)
+        st = wait_state(c, "app", "running")
+        assert st["unitStatus"][0]["restartCount"] == 0, st
+        wait_for(lambda: len(reads()) >= n_at_kill + 6, 30, "reads after the restart")
+        got = reads()
+        for i, r in enumerate(got):
+            want = hashlib.md5(files[f"app/f{i}"]).hexdigest()
+            assert r == [want, f"/app/f{i}"], (i, r, c.logs("app").decode())
+        assert "error" not in c.logs("app").decode().lower()
+        assert servers(cache) == [server], "the same server serves on"
+        assert "message" not in st["unitStatus"][0]["state"]["running"], st
+        # the restarted agent's metrics: the server's counts, still growing
+        before = metric(c, "cell_lazy_bytes_total", how="demand")
+        assert before > 0
+        wait_for(lambda: metric(c, "cell_lazy_bytes_total", how="demand") > before, 15,
+                 "more bytes counted after the restart")
+        assert metric(c, "cell_lazy_reads_failed_total") == 0
+
+        c.update_pod(pod_params("ns_pod", terminationGracePeriodSeconds=0))
+        wait_units_gone(a)
+    finally:
+        gc(a, run_pull)
+    assert not os.path.exists(layer_dir), os.listdir(layer_dir)
+    assert not lazy_mounts(cache)
