@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "cleanup.h"
@@ -130,10 +131,12 @@ char **lazyfail_layers_parse(char *mountinfo, const char *mp)
 	return out;
 }
 
-/* The run's lazy layers, from the mount table (once per run). */
-static void find_layers(struct unit_rec *u)
+/* The run's lazy layers, from the mount table (once per run; not read at
+ * all while the cache has no lazy layer, which is a unit start's cost). */
+static void find_layers(const struct supervisor *s, struct unit_rec *u)
 {
 	cleanup_free char *run = unit_run_dir(u, u->seq);
+	cleanup_free char *lazy = xasprintf("%s/lazy", s->o.image_cache);
 	cleanup_free char *real = NULL, *mp = NULL;
 	struct cerr e = {0};
 	struct buf b;
@@ -144,6 +147,8 @@ static void find_layers(struct unit_rec *u)
 	u->lazy_layers = NULL;
 	u->lazy_seq = u->seq;
 	u->lazy_base = 0;
+	if (access(lazy, F_OK) < 0)
+		return;
 	real = realpath(run, NULL);
 	if (!real)
 		return;
@@ -183,12 +188,12 @@ static uint64_t failures(const struct unit_rec *u, char *why,
 	return sum;
 }
 
-void lazyfail_run_started(struct unit_rec *u)
+void lazyfail_run_started(const struct supervisor *s, struct unit_rec *u)
 {
 	char why[LAZYSTATS_FAILURE_MAX];
 	const char *layer = NULL;
 
-	find_layers(u);
+	find_layers(s, u);
 	/* Failures before this run are not its own. */
 	u->lazy_base = failures(u, why, &layer);
 }
@@ -214,7 +219,7 @@ static bool run_failed(struct supervisor *s, struct unit_rec *u, char *why)
 	const char *layer = NULL;
 	uint64_t sum;
 
-	find_layers(u);
+	find_layers(s, u);
 	if (!u->lazy_layers)
 		return false;
 	sum = failures(u, why, &layer);

@@ -249,7 +249,7 @@ void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
  * and logged once per layer. */
 void lazyfail_tick(struct supervisor *s);
 /* A run just started: its layers, and their failures so far (not its). */
-void lazyfail_run_started(struct unit_rec *u);
+void lazyfail_run_started(const struct supervisor *s, struct unit_rec *u);
 /* At the run's end: "lazy pull: <cause>" when its layers failed reads
  * during it, else NULL (caller frees). */
 char *lazyfail_exit_message(struct supervisor *s, struct unit_rec *u);

@@ -699,7 +699,7 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 	if (u->seq > 0)
 		u->restart_count++;
 	u->seq++;
-	lazyfail_run_started(u);
+	lazyfail_run_started(s, u);
 	r = watch_run(s, u, run, &e);
 	record_save(u, &e);
 	if (r > 0)
