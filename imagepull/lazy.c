@@ -192,18 +192,35 @@ static void spool_put(struct lazy_layer *l, uint64_t off, const void *p,
 	pthread_mutex_unlock(&l->mu);
 }
 
-/* Chunk i by itself, for a read: its member in one range request. */
-static int fetch_chunk(struct lazy_layer *l, size_t i, struct cerr *e)
+/* "sha256:0123456789ab...": a layer in a status line. */
+static void short_digest(const char *digest, char out[32])
+{
+	const char *hex = strchr(digest, ':');
+	size_t algo = hex ? (size_t)(hex - digest) + 1 : 0;
+
+	snprintf(out, 32, "%.*s%.12s...", (int)(algo < 16 ? algo : 16), digest,
+		 digest + algo);
+}
+
+/* Chunk i by itself, for a read: its member in one range request. On
+ * failure line says why, for the unit's status (LAZY_FAILURE_MAX). */
+static int fetch_chunk(struct lazy_layer *l, size_t i, char *line,
+		       struct cerr *e)
 {
 	const struct esgz_chunk *c = &l->toc.chunks[i];
+	char why[REGISTRY_WHY_MAX], layer[32];
 	struct buf b;
 	int r;
 
+	short_digest(l->digest, layer);
 	buf_init(&b, (size_t)(c->end - c->offset));
 	if (registry_get_range(l->reg, l->digest, c->offset,
-			       (size_t)(c->end - c->offset), &b, e) < 0) {
+			       (size_t)(c->end - c->offset), &b, why, e) < 0) {
 		buf_free(&b);
 		e->code = EIO;
+		snprintf(line, LAZY_FAILURE_MAX,
+			 "range read of layer %s from %s: %s", layer,
+			 registry_host(l->reg), why[0] ? why : "failed");
 		return -1;
 	}
 	atomic_fetch_add(&l->st.ondemand_bytes, b.len);
@@ -212,6 +229,8 @@ static int fetch_chunk(struct lazy_layer *l, size_t i, struct cerr *e)
 		? 0
 		: chunk_from_member(l, c, (const uint8_t *)b.data, b.len, e);
 	buf_free(&b);
+	if (r < 0)
+		snprintf(line, LAZY_FAILURE_MAX, "layer %s: %s", layer, e->msg);
 	return r;
 }
 
@@ -248,7 +267,8 @@ static bool claim_fetch(struct lazy_layer *l, size_t idx)
 	return true;
 }
 
-static int chunk_get(struct lazy_layer *l, size_t idx, struct cerr *e)
+static int chunk_get(struct lazy_layer *l, size_t idx, char *line,
+		     struct cerr *e)
 {
 	const struct esgz_chunk *c = &l->toc.chunks[idx];
 	int fd = chunk_open(l, c), r;
@@ -270,7 +290,7 @@ static int chunk_get(struct lazy_layer *l, size_t idx, struct cerr *e)
 	}
 	pthread_mutex_unlock(&l->mu);
 	t0 = now_ns();
-	r = fetch_chunk(l, idx, e);
+	r = fetch_chunk(l, idx, line, e);
 	atomic_fetch_add(&l->st.ondemand_fetches, 1);
 	atomic_fetch_add(&l->st.ondemand_ns, now_ns() - t0);
 	pthread_mutex_lock(&l->mu);
@@ -287,16 +307,13 @@ static int chunk_get(struct lazy_layer *l, size_t idx, struct cerr *e)
 	return fd;
 }
 
-int lazy_read(struct lazy_layer *l, const struct esgz_node *nd, uint64_t off,
-	      size_t len, char *out, size_t *got, struct cerr *e)
+/* [off, off + len) of nd into out; line: why not (fetch_chunk). */
+static int read_chunks(struct lazy_layer *l, const struct esgz_node *nd,
+		       uint64_t off, size_t len, char *out, char *line,
+		       struct cerr *e)
 {
 	size_t first, n;
 
-	*got = 0;
-	if (off >= nd->size)
-		return 0;
-	if (len > nd->size - off)
-		len = (size_t)(nd->size - off);
 	esgz_chunks_for(&l->toc, nd, off, len, &first, &n);
 	for (size_t k = first; k < first + n; k++) {
 		const struct esgz_chunk *c = &l->toc.chunks[k];
@@ -304,7 +321,7 @@ int lazy_read(struct lazy_layer *l, const struct esgz_node *nd, uint64_t off,
 		uint64_t b = off + len < c->file_off + c->size
 				 ? off + len
 				 : c->file_off + c->size;
-		cleanup_close int fd = chunk_get(l, k, e);
+		cleanup_close int fd = chunk_get(l, k, line, e);
 		ssize_t r;
 
 		if (fd < 0)
@@ -313,6 +330,47 @@ int lazy_read(struct lazy_layer *l, const struct esgz_node *nd, uint64_t off,
 			  (off_t)(a - c->file_off));
 		if (r != (ssize_t)(b - a))
 			return cerr_set(e, EIO, "read chunk");
+	}
+	return 0;
+}
+
+/* A read failed: counted, its cause kept (printable ASCII, one line: the
+ * agent's parser takes nothing else), and the stats file written now, so
+ * that the agent can tell the unit's status before the unit acts on its
+ * EIO (an exit, say). */
+static void read_failed(struct lazy_layer *l, const char *line,
+			const struct cerr *e)
+{
+	char layer[32];
+
+	atomic_fetch_add(&l->st.failed_reads, 1);
+	short_digest(l->digest, layer);
+	pthread_mutex_lock(&l->stats_mu);
+	if (line[0])
+		snprintf(l->last_failure, sizeof(l->last_failure), "%s", line);
+	else
+		snprintf(l->last_failure, sizeof(l->last_failure),
+			 "layer %s: %s", layer, e->msg);
+	for (char *p = l->last_failure; *p; p++)
+		if (*p < 0x20 || *p > 0x7e)
+			*p = '?';
+	pthread_mutex_unlock(&l->stats_mu);
+	lazy_stats_write(l);
+}
+
+int lazy_read(struct lazy_layer *l, const struct esgz_node *nd, uint64_t off,
+	      size_t len, char *out, size_t *got, struct cerr *e)
+{
+	char line[LAZY_FAILURE_MAX] = "";
+
+	*got = 0;
+	if (off >= nd->size)
+		return 0;
+	if (len > nd->size - off)
+		len = (size_t)(nd->size - off);
+	if (read_chunks(l, nd, off, len, out, line, e) < 0) {
+		read_failed(l, line, e);
+		return -1;
 	}
 	*got = len;
 	return 0;
@@ -352,7 +410,7 @@ static int fetch_span(struct lazy_layer *l, uint64_t to, struct cerr *e)
 
 	buf_init(&b, (size_t)(to - from));
 	if (registry_get_range(l->reg, l->digest, from, (size_t)(to - from), &b,
-			       e) < 0) {
+			       NULL, e) < 0) {
 		buf_free(&b);
 		e->code = EIO;
 		return -1;
@@ -656,7 +714,7 @@ static int get_toc(struct lazy_layer *l, const char *toc_digest, struct cerr *e)
 	buf_init(&tail, tail_len);
 	buf_init(&gz, ESGZ_TOC_GZ_MAX);
 	if (registry_get_range(l->reg, l->digest, l->size - tail_len, tail_len,
-			       &tail, e) < 0 ||
+			       &tail, NULL, e) < 0 ||
 	    esgz_footer_parse(tail.data, tail.len, l->size, &toc_off, &fs, e) <
 		0)
 		goto out;
@@ -667,7 +725,8 @@ static int get_toc(struct lazy_layer *l, const char *toc_digest, struct cerr *e)
 		goto out;
 	}
 	if (registry_get_range(l->reg, l->digest, toc_off,
-			       (size_t)(l->size - fs - toc_off), &gz, e) < 0 ||
+			       (size_t)(l->size - fs - toc_off), &gz, NULL,
+			       e) < 0 ||
 	    esgz_toc_extract(gz.data, gz.len, &json, &json_len, e) < 0 ||
 	    digest_buf(toc_digest, json, json_len, got, e) < 0)
 		goto out;
@@ -700,6 +759,7 @@ int lazy_open(struct registry *reg, const struct cache *c,
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_cond_init(&l->cv, NULL);
 	pthread_cond_init(&l->stats_cv, NULL);
+	pthread_mutex_init(&l->stats_mu, NULL);
 	if (!d->toc_digest) {
 		cerr_set(e, EINVAL, "not an eStargz layer (no %s annotation)",
 			 ESGZ_TOC_ANNOTATION);
@@ -774,6 +834,7 @@ void lazy_close(struct lazy_layer *l)
 	pthread_mutex_destroy(&l->mu);
 	pthread_cond_destroy(&l->cv);
 	pthread_cond_destroy(&l->stats_cv);
+	pthread_mutex_destroy(&l->stats_mu);
 	free(l);
 }
 
@@ -786,28 +847,34 @@ void lazy_stats_write(struct lazy_layer *l)
 
 	if (l->dir < 0)
 		return;
+	pthread_mutex_lock(&l->stats_mu);
 	n = snprintf(buf, sizeof(buf),
 		     "pid %ld\ndemand_bytes %llu\nbackground_bytes %llu\n"
-		     "demand_fetches %llu\ndemand_ns %llu\nrefused %llu\n",
+		     "demand_fetches %llu\ndemand_ns %llu\nrefused %llu\n"
+		     "failed_reads %llu\n%s%s%s",
 		     (long)getpid(),
 		     (unsigned long long)atomic_load(&l->st.ondemand_bytes),
 		     (unsigned long long)atomic_load(&l->st.background_bytes),
 		     (unsigned long long)atomic_load(&l->st.ondemand_fetches),
 		     (unsigned long long)atomic_load(&l->st.ondemand_ns),
-		     (unsigned long long)atomic_load(&l->st.refused));
+		     (unsigned long long)atomic_load(&l->st.refused),
+		     (unsigned long long)atomic_load(&l->st.failed_reads),
+		     l->last_failure[0] ? "last_failure " : "", l->last_failure,
+		     l->last_failure[0] ? "\n" : "");
 	fd =
 	    openat(l->dir, "stats.tmp",
 		   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	if (write(fd, buf, (size_t)n) != n) {
+	if (fd >= 0 && write(fd, buf, (size_t)n) != n) {
 		close(fd);
+		fd = -1;
 		unlinkat(l->dir, "stats.tmp", 0);
-		return;
 	}
-	close(fd);
-	if (renameat(l->dir, "stats.tmp", l->dir, "stats") < 0)
-		unlinkat(l->dir, "stats.tmp", 0);
+	if (fd >= 0) {
+		close(fd);
+		if (renameat(l->dir, "stats.tmp", l->dir, "stats") < 0)
+			unlinkat(l->dir, "stats.tmp", 0);
+	}
+	pthread_mutex_unlock(&l->stats_mu);
 }
 
 static void *stats_main(void *arg)

@@ -18,7 +18,13 @@ struct lazy_stats {
 	atomic_uint_fast64_t background_bytes; /* prefetch and background */
 	atomic_uint_fast64_t ondemand_fetches, ondemand_ns;
 	atomic_uint_fast64_t refused; /* chunks whose digest did not match */
+	atomic_uint_fast64_t failed_reads; /* lazy_read calls that failed */
 };
+
+/* The last failed read's cause, one line of printable ASCII for the
+ * unit's status (docs/imagepull.md "Counters"): "range read of layer
+ * sha256:0123456789ab... from reg:5000: timed out after 3 tries". */
+#define LAZY_FAILURE_MAX 160
 
 struct lazy_layer {
 	struct registry *reg; /* borrowed; thread-safe */
@@ -54,6 +60,10 @@ struct lazy_layer {
 	bool stop, bg_running;
 	pthread_t bg;
 	struct lazy_stats st;
+	/* The stats file's writers (the thread, a failed read) take turns
+	 * under stats_mu, which also guards last_failure. */
+	pthread_mutex_t stats_mu;
+	char last_failure[LAZY_FAILURE_MAX];
 	/* The stats file's writer (lazy_stats_start): under mu. */
 	pthread_t stats_th;
 	pthread_cond_t stats_cv;
@@ -71,7 +81,9 @@ int lazy_open(struct registry *reg, const struct cache *c,
 void lazy_close(struct lazy_layer *l);
 /* File data of node: [off, off + len) into out; *got is short only at
  * the end of the file. Each chunk is checked against its chunkDigest
- * before a byte of it is copied: a mismatch is EIO. */
+ * before a byte of it is copied: a mismatch is EIO. A failure is counted
+ * (failed_reads), its cause kept as last_failure, and the stats file
+ * written at once, before the reader sees its EIO. */
 int lazy_read(struct lazy_layer *l, const struct esgz_node *nd, uint64_t off,
 	      size_t len, char *out, size_t *got, struct cerr *e);
 /* The prioritized files (before .prefetch.landmark) in one range

@@ -159,9 +159,15 @@ int registry_stream_blob(struct registry *r, const char *digest,
 /* Blob bytes [from, from + len) into body (Range; a 206 is required). A
  * try is cut after CELL_PULL_RANGE_TIMEOUT_MS (20 s) and retried
  * CELL_PULL_RANGE_RETRIES (2) times: a stalled registry is an error in
- * bounded time. A 401 renews the token as any request does. */
+ * bounded time. A 401 renews the token as any request does. On failure
+ * why (REGISTRY_WHY_MAX bytes, or NULL) says it in a few words for a
+ * status line: "timed out after 3 tries", "HTTP 503 after 3 tries",
+ * "connection refused after 3 tries", "HTTP 404". */
+#define REGISTRY_WHY_MAX 64
 int registry_get_range(struct registry *r, const char *digest, uint64_t from,
-		       size_t len, struct buf *body, struct cerr *e);
+		       size_t len, struct buf *body, char *why, struct cerr *e);
+/* The registry's host (and port) as it is contacted: "host:5000". */
+const char *registry_host(const struct registry *r);
 /* Change the retries of the next requests (the shared tier's tag fallback
  * asks once); returns the old value. */
 int registry_set_retries(struct registry *r, int retries);

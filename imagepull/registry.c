@@ -71,6 +71,10 @@ struct req {
 	bool range_checked;
 	long max_speed;	  /* test seam: bytes/s, 0 = unlimited */
 	uint64_t t_start; /* when this attempt began, for max_speed */
+	/* How the request ended when it failed: its tries, and curl's code
+	 * of the last (CURLE_OK: an HTTP answer, q->status). */
+	int tries;
+	CURLcode last;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -684,6 +688,8 @@ static int request(struct registry *r, struct req *q, bool registry_auth,
 		if (q->body)
 			buf_reset(q->body);
 		c = perform(r, q, auth, cmsg, sizeof(cmsg));
+		q->tries = attempt + 1;
+		q->last = c;
 		if (q->sink_failed)
 			return -1;
 		int max_retries = q->retries >= 0 ? q->retries : r->retries;
@@ -785,8 +791,33 @@ int registry_stream_blob(struct registry *r, const char *digest,
 	return run_req(r, &q, "blob", digest, NULL, e);
 }
 
+/* A failed range read in a few words for a status line (lazy.h
+ * lazy_failure): what ended it, and after how many tries. */
+static void range_why(const struct req *q, bool short_body, char *why, size_t n)
+{
+	char tries[32] = "";
+
+	if (q->tries > 1)
+		snprintf(tries, sizeof(tries), " after %d tries", q->tries);
+	if (short_body)
+		snprintf(why, n, "a short reply");
+	else if (q->sink_failed)
+		snprintf(why, n,
+			 q->status != 206 ? "HTTP %ld instead of 206"
+					  : "a reply for another range",
+			 q->status);
+	else if (q->last == CURLE_OPERATION_TIMEDOUT)
+		snprintf(why, n, "timed out%s", tries);
+	else if (q->last == CURLE_COULDNT_CONNECT)
+		snprintf(why, n, "connection refused%s", tries);
+	else if (q->last != CURLE_OK)
+		snprintf(why, n, "%s%s", curl_easy_strerror(q->last), tries);
+	else
+		snprintf(why, n, "HTTP %ld%s", q->status, tries);
+}
+
 int registry_get_range(struct registry *r, const char *digest, uint64_t from,
-		       size_t len, struct buf *body, struct cerr *e)
+		       size_t len, struct buf *body, char *why, struct cerr *e)
 {
 	struct req q = {.body = body,
 			.ranged = true,
@@ -794,17 +825,40 @@ int registry_get_range(struct registry *r, const char *digest, uint64_t from,
 			.range_to = from + len - 1,
 			.timeout_ms = r->range_ms,
 			.retries = r->range_retries};
+	int ret;
 
+	if (why)
+		why[0] = '\0';
 	if (!len)
 		return cerr_set(e, EINVAL, "an empty range");
 	q.url = xasprintf("%s/v2/%s/blobs/%s", r->base, r->repository, digest);
-	if (run_req(r, &q, "blob", digest, NULL, e) < 0)
+	q.sink_e = e;
+	ret = request(r, &q, true, NULL, e);
+	if (ret < 0) {
+		if (why)
+			range_why(&q, false, why, REGISTRY_WHY_MAX);
+		cerr_prefix(e, "blob %s", digest);
+	}
+	free(q.url);
+	req_reset(&q);
+	buf_free(&q.errbody);
+	if (ret < 0)
 		return -1;
-	if (body->len != len)
+	if (body->len != len) {
+		if (why)
+			range_why(&q, true, why, REGISTRY_WHY_MAX);
 		return cerr_set(
 		    e, EPROTO, "blob %s: range %llu+%zu: %zu bytes came",
 		    digest, (unsigned long long)from, len, body->len);
+	}
 	return 0;
+}
+
+const char *registry_host(const struct registry *r)
+{
+	const char *h = strstr(r->base, "://");
+
+	return h ? h + 3 : r->base;
 }
 
 int registry_set_retries(struct registry *r, int retries)

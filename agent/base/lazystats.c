@@ -13,10 +13,14 @@
 
 #include "util.h"
 
+/* The required keys first, then the optional ones. */
 static const char *const keys[] = {
     "pid",	 "demand_bytes", "background_bytes", "demand_fetches",
-    "demand_ns", "refused"};
+    "demand_ns", "refused",	 "failed_reads",     "last_failure"};
 #define N_KEYS (sizeof(keys) / sizeof(*keys))
+#define N_REQUIRED 6
+#define K_FAILED 6
+#define K_LAST 7
 
 static int parse_num(const char *s, size_t n, uint64_t *out)
 {
@@ -35,18 +39,30 @@ static int parse_num(const char *s, size_t n, uint64_t *out)
 	return 0;
 }
 
-int lazystats_parse(const char *buf, size_t n, struct lazystats *out,
-		    uint64_t *pid)
+/* last_failure's text: printable ASCII, not empty, not led by a space. */
+static int parse_text(const char *s, size_t n)
 {
-	uint64_t v[N_KEYS];
+	if (n == 0 || n >= LAZYSTATS_FAILURE_MAX || s[0] == ' ')
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < 0x20 || s[i] > 0x7e)
+			return -1;
+	return 0;
+}
+
+int lazystats_parse(const char *buf, size_t n, struct lazystats *out,
+		    uint64_t *pid, char *failure)
+{
+	uint64_t v[N_KEYS] = {0};
 	bool seen[N_KEYS] = {0};
-	size_t pos = 0;
+	const char *text = NULL;
+	size_t text_len = 0, pos = 0;
 
 	if (n > LAZYSTATS_FILE_MAX)
 		return -1;
 	while (pos < n) {
-		const char *line = buf + pos, *nl, *sp;
-		size_t len, k;
+		const char *line = buf + pos, *nl, *sp, *val;
+		size_t len, k, klen, vlen;
 
 		nl = memchr(line, '\n', n - pos);
 		if (!nl)
@@ -55,25 +71,42 @@ int lazystats_parse(const char *buf, size_t n, struct lazystats *out,
 		sp = memchr(line, ' ', len);
 		if (!sp)
 			return -1;
+		klen = (size_t)(sp - line);
+		val = sp + 1;
+		vlen = len - klen - 1;
 		for (k = 0; k < N_KEYS; k++)
-			if ((size_t)(sp - line) == strlen(keys[k]) &&
-			    !memcmp(line, keys[k], (size_t)(sp - line)))
+			if (klen == strlen(keys[k]) &&
+			    !memcmp(line, keys[k], klen))
 				break;
-		if (k == N_KEYS || seen[k] ||
-		    parse_num(sp + 1, len - (size_t)(sp - line) - 1, &v[k]) < 0)
+		if (k == N_KEYS || seen[k])
 			return -1;
+		if (k == K_LAST) {
+			if (parse_text(val, vlen) < 0)
+				return -1;
+			text = val;
+			text_len = vlen;
+		} else if (parse_num(val, vlen, &v[k]) < 0) {
+			return -1;
+		}
 		seen[k] = true;
 		pos += len + 1;
 	}
-	for (size_t k = 0; k < N_KEYS; k++)
+	for (size_t k = 0; k < N_REQUIRED; k++)
 		if (!seen[k])
 			return -1;
+	if (text && v[K_FAILED] == 0)
+		return -1; /* a cause of no failure */
 	*pid = v[0];
 	out->demand_bytes = v[1];
 	out->background_bytes = v[2];
 	out->demand_fetches = v[3];
 	out->demand_ns = v[4];
 	out->refused = v[5];
+	out->failed_reads = v[K_FAILED];
+	if (failure) {
+		memcpy(failure, text ? text : "", text_len);
+		failure[text_len] = '\0';
+	}
 	return 0;
 }
 
@@ -109,12 +142,13 @@ static void add(struct lazystats *to, const struct lazystats *s)
 	to->demand_fetches += s->demand_fetches;
 	to->demand_ns += s->demand_ns;
 	to->refused += s->refused;
+	to->failed_reads += s->failed_reads;
 }
 
 /* One layer's file: 0 parsed, -1 not there or refused. Never follows a
  * link, never blocks on a FIFO, never reads more than the cap. */
 static int read_one(int dirfd, const char *name, struct lazystats *st,
-		    uint64_t *pid)
+		    uint64_t *pid, char *failure)
 {
 	char path[128], buf[LAZYSTATS_FILE_MAX + 1];
 	struct stat sb;
@@ -137,7 +171,7 @@ static int read_one(int dirfd, const char *name, struct lazystats *st,
 	close(fd);
 	if (n < 0 || n > LAZYSTATS_FILE_MAX)
 		return -1;
-	return lazystats_parse(buf, (size_t)n, st, pid);
+	return lazystats_parse(buf, (size_t)n, st, pid, failure);
 }
 
 static struct layer_row *row_of(const char *name)
@@ -157,7 +191,8 @@ static bool counts_less(const struct lazystats *a, const struct lazystats *b)
 	return a->demand_bytes < b->demand_bytes ||
 	       a->background_bytes < b->background_bytes ||
 	       a->demand_fetches < b->demand_fetches ||
-	       a->demand_ns < b->demand_ns || a->refused < b->refused;
+	       a->demand_ns < b->demand_ns || a->refused < b->refused ||
+	       a->failed_reads < b->failed_reads;
 }
 
 static void scan(void)
@@ -183,7 +218,7 @@ static void scan(void)
 		    strlen(de->d_name) >= sizeof(L.rows[0].name))
 			continue;
 		looked++;
-		if (read_one(dirfd(d), de->d_name, &st, &pid) < 0) {
+		if (read_one(dirfd(d), de->d_name, &st, &pid, NULL) < 0) {
 			/* Not written yet, or refused: what it said last
 			 * stands until its directory goes. */
 			for (size_t i = 0; i < L.n_rows; i++)
@@ -221,4 +256,21 @@ void lazystats_totals(struct lazystats *out)
 	for (size_t i = 0; i < L.n_rows; i++)
 		add(out, &L.rows[i].last);
 	pthread_mutex_unlock(&L.mu);
+}
+
+int lazystats_layer(const char *name, struct lazystats *st, char *failure)
+{
+	uint64_t pid;
+	int fd, r = -1;
+
+	if (!name[0] || name[0] == '.' || strchr(name, '/'))
+		return -1;
+	pthread_mutex_lock(&L.mu);
+	if (L.dir && (fd = open(L.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					   O_CLOEXEC)) >= 0) {
+		r = read_one(fd, name, st, &pid, failure);
+		close(fd);
+	}
+	pthread_mutex_unlock(&L.mu);
+	return r;
 }

@@ -772,6 +772,10 @@ static void render_lazy(struct buf *b)
 	       "Lazy layers' chunks whose digest did not match the TOC's "
 	       "(never served).");
 	sample(b, "cell_lazy_chunks_refused_total", NULL, (double)t.refused);
+	family(b, "cell_lazy_reads_failed_total", "counter",
+	       "Reads of lazy layers answered with an I/O error (the registry "
+	       "stalled or failed, a chunk refused).");
+	sample(b, "cell_lazy_reads_failed_total", NULL, (double)t.failed_reads);
 }
 
 static int count_fds(void)

@@ -34,6 +34,11 @@ void unit_state_copy(struct unit_state *dst, const struct unit_state *src)
 	dst->message = src->message ? xstrdup(src->message) : NULL;
 }
 
+char *unit_run_dir(const struct unit_rec *u, int seq)
+{
+	return xasprintf("%s/%d", u->dir, seq);
+}
+
 void unit_rec_free(struct unit_rec *u)
 {
 	if (u->pull) /* its descriptors leave the epoll set as they close */
@@ -46,6 +51,7 @@ void unit_rec_free(struct unit_rec *u)
 	free(u->image);
 	free(u->dir);
 	strv_free(u->devices);
+	strv_free(u->lazy_layers);
 	unit_state_clear(&u->state);
 	unit_state_clear(&u->last_state);
 }

@@ -51,6 +51,12 @@ struct unit_rec {
 	uint64_t stop_begin_ns;
 	const char *kill_reason; /* the terminated reason, or NULL */
 	char kill_message[200];
+	/* lazyfail.c: the lazy layers under run lazy_seq's rootfs
+	 * ("<algo>-<hex>", NULL: none), and their failed reads when that run
+	 * began (0 for a run adopted after an agent restart). */
+	char **lazy_layers;
+	int lazy_seq;
+	uint64_t lazy_base;
 };
 
 /* podnet.c: the pod's network namespace (netsetup/). */
@@ -163,6 +169,9 @@ struct supervisor {
 	struct podimds imds;
 	pid_t podns_pid; /* the pod's PID/IPC namespace holder, or 0 */
 	uint64_t podns_start;
+	/* lazyfail.c: layers whose failures the log has had; the last look. */
+	char **lazy_logged;
+	uint64_t lazy_checked_ns;
 };
 
 /* unit.c */
@@ -186,7 +195,6 @@ void unit_adopt(struct supervisor *s, struct unit_rec *u);
 /* Before unit_adopt: make a run the record says was being started the
  * current one when its monitor got going. */
 void unit_adopt_starting(struct supervisor *s, struct unit_rec *u);
-char *unit_run_dir(const struct unit_rec *u, int seq);
 /* Remove a run's directory (its rootfs unmounted first). */
 void unit_drop_run(const struct unit_rec *u, int seq);
 void unit_watch(struct supervisor *s, struct unit_rec *u, int pidfd);
@@ -235,6 +243,19 @@ struct hook_step hook_abandon(struct supervisor *s, struct unit_rec *u);
 void unit_hook_follow(struct supervisor *s, struct unit_rec *u,
 		      struct hook_step step);
 void unit_send_stop(struct supervisor *s, struct unit_rec *u, int64_t grace);
+
+/* lazyfail.c: a lazy layer's failed reads (its server's stats file) on
+ * the status of the units whose rootfs has it below, as running.message,
+ * and logged once per layer. */
+void lazyfail_tick(struct supervisor *s);
+/* A run just started: its layers, and their failures so far (not its). */
+void lazyfail_run_started(const struct supervisor *s, struct unit_rec *u);
+/* At the run's end: "lazy pull: <cause>" when its layers failed reads
+ * during it, else NULL (caller frees). */
+char *lazyfail_exit_message(struct supervisor *s, struct unit_rec *u);
+/* The lazy layers (names) of the overlay mounted at mp, the last mount
+ * there, from /proc/self/mountinfo's text (changed in place); pure. */
+char **lazyfail_layers_parse(char *mountinfo, const char *mp);
 
 /* deadline.c: past spec.activeDeadlineSeconds, stop every unit with the
  * reason DeadlineExceeded and fail the pod (once per tick). */
@@ -336,5 +357,8 @@ bool record_matches(const struct unit_rec *u, struct cerr *e);
 void unit_state_clear(struct unit_state *st);
 void unit_state_copy(struct unit_state *dst, const struct unit_state *src);
 void unit_rec_free(struct unit_rec *u);
+/* <unit dir>/<seq>: a run's directory (here, below unit.c and its
+ * neighbours, which all name runs). */
+char *unit_run_dir(const struct unit_rec *u, int seq);
 
 #endif

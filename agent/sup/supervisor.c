@@ -497,6 +497,7 @@ static void reconcile(struct supervisor *s)
 	}
 	podns_tick(s);
 	deadline_tick(s);
+	lazyfail_tick(s);
 	/* A plan that changed the records (dropped some, started the pod
 	 * over) is made again; twice is the most a tick needs. */
 	for (int round = 0; round < 4; round++) {
@@ -1105,6 +1106,7 @@ static void sup_free(struct supervisor *s)
 	strv_free(s->vol_sources);
 	strv_free(s->fsgroup_seen);
 	strv_free(s->warned);
+	strv_free(s->lazy_logged);
 	strv_free(s->insecure);
 	podimds_stop(s);
 	podnet_free(&s->net);

@@ -39,11 +39,6 @@
 #define TERM_MSG_MAX 4096
 #define FALLBACK_LINES 80
 
-char *unit_run_dir(const struct unit_rec *u, int seq)
-{
-	return xasprintf("%s/%d", u->dir, seq);
-}
-
 /* The back-off's "second". CELL_AGENT_BACKOFF_UNIT_MS (a test seam)
  * shrinks the kubelet's seconds to that many milliseconds each. */
 static uint64_t backoff_unit_ns(void)
@@ -704,6 +699,7 @@ static void start_pulled(struct supervisor *s, struct unit_rec *u,
 	if (u->seq > 0)
 		u->restart_count++;
 	u->seq++;
+	lazyfail_run_started(s, u);
 	r = watch_run(s, u, run, &e);
 	record_save(u, &e);
 	if (r > 0)
@@ -886,8 +882,8 @@ static char *termination_message(const struct unit_rec *u, const char *run,
 	return buf_steal(&b, NULL);
 }
 
-static void set_terminated(struct unit_rec *u, const char *run,
-			   const struct unit_runtime_state *st)
+static void set_terminated(struct supervisor *s, struct unit_rec *u,
+			   const char *run, const struct unit_runtime_state *st)
 {
 	unit_state_clear(&u->state);
 	u->state.kind = STATE_TERMINATED;
@@ -904,6 +900,9 @@ static void set_terminated(struct unit_rec *u, const char *run,
 		u->state.reason = xstrdup(u->kill_reason);
 		u->state.message = xstrdup(u->kill_message);
 		u->kill_reason = NULL;
+	} else if (!u->state.message) {
+		/* Its lazy layers failed its reads: likely why it ended. */
+		u->state.message = lazyfail_exit_message(s, u);
 	}
 	hook_run_over(u);
 	u->state.started_at_ns = st->started_at_ns;
@@ -997,7 +996,7 @@ void unit_exited(struct supervisor *s, struct unit_rec *u)
 	runtime_cleanup(run, &e);
 	if (st.oom_killed || (st.reason && !strcmp(st.reason, "OOMKilled")))
 		metrics_oom(u->name);
-	set_terminated(u, run, &st);
+	set_terminated(s, u, run, &st);
 	runtime_state_free(&st);
 	after_exit(s, u);
 	record_save(u, &e);

@@ -202,10 +202,15 @@ def read_stats(path: str) -> dict:
         text = open(path).read()
     except FileNotFoundError:
         return {}
-    out = dict(line.split(" ") for line in text.splitlines())
+    out = dict(line.split(" ", 1) for line in text.splitlines())
+    last = out.pop("last_failure", None)
     assert set(out) == {"pid", "demand_bytes", "background_bytes", "demand_fetches",
-                        "demand_ns", "refused"}, text
-    return {k: int(v) for k, v in out.items()}
+                        "demand_ns", "refused", "failed_reads"}, text
+    assert (last is None) == (out["failed_reads"] == "0"), text
+    st = {k: int(v) for k, v in out.items()}
+    if last is not None:
+        st["last_failure"] = last
+    return st
 
 
 def test_lazy_bad_chunk_never_served(registry, lazy, tmp_path):
@@ -223,6 +228,12 @@ def test_lazy_bad_chunk_never_served(registry, lazy, tmp_path):
         with pytest.raises(OSError) as ei:
             f.read(100)
         assert ei.value.errno == errno.EIO
+    # the failed read is in the stats file before the reader saw its EIO
+    now = read_stats(os.path.join(w, "lazy", "sha256-" + layer.hex, "stats"))
+    assert now["failed_reads"] >= 1, now
+    assert now["last_failure"] == (f"layer sha256:{layer.hex[:12]}...: chunk at "
+                                   f"{now['last_failure'].split('chunk at ')[1]}"), now
+    assert now["last_failure"].endswith(": digest mismatch"), now
     # the counters file the agent's metrics read: written while it serves
     stats_path = os.path.join(w, "lazy", "sha256-" + layer.hex, "stats")
     deadline = time.monotonic() + 10
@@ -260,6 +271,11 @@ def test_lazy_stalled_registry_is_eio_in_bounded_time(registry, make_proxy, lazy
     took = time.monotonic() - t0
     assert ei.value.errno == errno.EIO
     assert took < 8, took
+    # the failure, counted and said in one line for the unit's status
+    st = read_stats(os.path.join(str(tmp_path / "w"), "lazy", "sha256-" + layer.hex, "stats"))
+    assert st["failed_reads"] >= 1, st
+    assert st["last_failure"] == (f"range read of layer sha256:{layer.hex[:12]}... from "
+                                  f"{proxy.host}: timed out after 2 tries"), st
     proxy.clear()
     stop(p, mp)
 

@@ -17,7 +17,69 @@
 
 static int parse(const char *s, struct lazystats *st, uint64_t *pid)
 {
-	return lazystats_parse(s, strlen(s), st, pid);
+	return lazystats_parse(s, strlen(s), st, pid, NULL);
+}
+
+/* The failure lines (issue 29: a stalled read's status message). */
+static void test_failure(void)
+{
+	static const char *const bad[] = {
+	    GOOD "last_failure timed out\n", /* a cause of no failure */
+	    GOOD "failed_reads 0\nlast_failure timed out\n",
+	    GOOD "failed_reads 1\nlast_failure \n",
+	    GOOD "failed_reads 1\nlast_failure  lead space\n",
+	    GOOD "failed_reads 1\nlast_failure tab\there\n",
+	    GOOD "failed_reads 1\nlast_failure caf\xc3\xa9\n",
+	    GOOD "failed_reads 1\nlast_failure a\nlast_failure b\n",
+	    GOOD "failed_reads 1\nfailed_reads 2\n",
+	    GOOD "failed_reads -1\n",
+	    GOOD "failed_reads 1\nlast_failure no newline",
+	};
+	struct lazystats st;
+	uint64_t pid = 0;
+	char why[LAZYSTATS_FAILURE_MAX], line[512];
+	char text[LAZYSTATS_FAILURE_MAX + 1];
+
+	snprintf(why, sizeof(why), "x");
+	ok(lazystats_parse(GOOD, strlen(GOOD), &st, &pid, why) == 0 &&
+	       st.failed_reads == 0 && !why[0],
+	   "an older server's file: no failures, no cause");
+	snprintf(line, sizeof(line),
+		 "%slast_failure range read of layer sha256:0123456789ab... "
+		 "from reg:5000: timed out after 3 tries\nfailed_reads 4\n",
+		 GOOD);
+	ok(lazystats_parse(line, strlen(line), &st, &pid, why) == 0 &&
+	       st.failed_reads == 4 &&
+	       !strcmp(why, "range read of layer sha256:0123456789ab... from "
+			    "reg:5000: timed out after 3 tries"),
+	   "failed_reads and last_failure, in any order: %s", why);
+	snprintf(line, sizeof(line), "%sfailed_reads 2\n", GOOD);
+	ok(lazystats_parse(line, strlen(line), &st, &pid, why) == 0 &&
+	       st.failed_reads == 2 && !why[0],
+	   "failures without a cause");
+	memset(text, 'a', sizeof(text));
+	text[LAZYSTATS_FAILURE_MAX - 1] = '\0';
+	snprintf(line, sizeof(line), "%sfailed_reads 1\nlast_failure %s\n",
+		 GOOD, text);
+	ok(lazystats_parse(line, strlen(line), &st, &pid, why) == 0 &&
+	       strlen(why) == LAZYSTATS_FAILURE_MAX - 1,
+	   "a cause of %d bytes", LAZYSTATS_FAILURE_MAX - 1);
+	text[LAZYSTATS_FAILURE_MAX - 1] = 'a';
+	text[LAZYSTATS_FAILURE_MAX] = '\0';
+	snprintf(line, sizeof(line), "%sfailed_reads 1\nlast_failure %s\n",
+		 GOOD, text);
+	snprintf(why, sizeof(why), "kept");
+	ok(lazystats_parse(line, strlen(line), &st, &pid, why) < 0 &&
+	       !strcmp(why, "kept"),
+	   "a cause of %d bytes: refused", LAZYSTATS_FAILURE_MAX);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		st.refused = 77;
+		snprintf(why, sizeof(why), "kept");
+		ok(lazystats_parse(bad[i], strlen(bad[i]), &st, &pid, why) <
+			   0 &&
+		       st.refused == 77 && !strcmp(why, "kept"),
+		   "refused, out untouched: bad failure lines %zu", i);
+	}
 }
 
 static void test_parse(void)
@@ -59,9 +121,10 @@ static void test_parse(void)
 	}
 	memset(big, '\n', sizeof(big));
 	memcpy(big, GOOD, strlen(GOOD));
-	ok(lazystats_parse(big, sizeof(big), &st, &pid) < 0,
+	ok(lazystats_parse(big, sizeof(big), &st, &pid, NULL) < 0,
 	   "longer than %d bytes: refused", LAZYSTATS_FILE_MAX);
-	ok(lazystats_parse("pid 1\0\n", 7, &st, &pid) < 0, "a NUL: refused");
+	ok(lazystats_parse("pid 1\0\n", 7, &st, &pid, NULL) < 0,
+	   "a NUL: refused");
 }
 
 static void put(const char *dir, const char *layer, const char *text)
@@ -94,7 +157,7 @@ static void drop(const char *dir, const char *layer)
 static void test_totals(void)
 {
 	char dir[] = "/tmp/test-lazystats-XXXXXX", p[512], link[512];
-	struct lazystats t;
+	struct lazystats t, st;
 
 	if (!mkdtemp(dir))
 		abort();
@@ -125,6 +188,26 @@ static void test_totals(void)
 	ok(t.demand_bytes == 305 && t.refused == 1,
 	   "a layer gone keeps what it counted (305: %llu)",
 	   (unsigned long long)t.demand_bytes);
+	{
+		char why[LAZYSTATS_FAILURE_MAX];
+
+		put(dir, "sha256-ee",
+		    FILE_OF(13, 0, 0, 1, 1, 0) "failed_reads 3\nlast_failure "
+					       "HTTP 503 after 3 tries\n");
+		ok(lazystats_layer("sha256-ee", &st, why) == 0 &&
+		       st.failed_reads == 3 &&
+		       !strcmp(why, "HTTP 503 after 3 tries"),
+		   "one layer's failures and cause");
+		ok(lazystats_layer("sha256-zz", &st, why) < 0 &&
+		       lazystats_layer("../lazy", &st, why) < 0 &&
+		       lazystats_layer("sha256-dd", &st, why) < 0,
+		   "a layer not there, a path, a link: none");
+		lazystats_totals(&t);
+		ok(t.failed_reads == 3, "failed reads in the totals");
+		drop(dir, "sha256-ee");
+		lazystats_totals(&t);
+		ok(t.failed_reads == 3, "and kept when the layer goes");
+	}
 
 	put(dir, "sha256-aa", FILE_OF(20, 7, 0, 1, 1, 0));
 	lazystats_totals(&t);
@@ -154,6 +237,7 @@ static void test_totals(void)
 int main(void)
 {
 	test_parse();
+	test_failure();
 	test_totals();
 	return tap_done();
 }
