@@ -9,9 +9,9 @@
  * directories carry trusted.overlay.opaque "y", eStargz's own entries are
  * not there.
  *
- * WORKERS threads each loop poll → read a request → answer it on the one
- * descriptor (the kernel hands a request to one reader; the others' reads
- * are EAGAIN), so a read waiting on the registry holds up only its own
+ * WORKERS threads each loop wait → read a request → answer it on the one
+ * descriptor (the kernel hands a request to one reader; another's read is
+ * EAGAIN), so a read waiting on the registry holds up only its own
  * thread. Every request is the kernel's, but each length is checked
  * against the request's own before use. */
 #include "lazy.h"
@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -554,25 +555,53 @@ static void handle(struct srv *s, const char *buf, size_t n, char *out)
 	dispatch(&q);
 }
 
+/* A worker's own epoll: /dev/fuse exclusively (a request wakes one
+ * worker, not all of them; one that lost the race reads EAGAIN), the stop
+ * eventfd as every worker does. */
+static int worker_epoll(struct srv *s)
+{
+	struct epoll_event fe = {.events = EPOLLIN | EPOLLEXCLUSIVE,
+				 .data.fd = s->fd};
+	struct epoll_event se = {.events = EPOLLIN, .data.fd = s->stop};
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0)
+		return -1;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &fe) < 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, s->stop, &se) < 0) {
+		close(ep);
+		return -1;
+	}
+	return ep;
+}
+
 static void *worker(void *arg)
 {
 	struct srv *s = arg;
 	/* Aligned for the argument structs read in place. */
 	char *in = aligned_alloc(8, IN_BUF), *out = xmalloc(READ_MAX);
-	struct pollfd pf[2] = {{.fd = s->fd, .events = POLLIN},
-			       {.fd = s->stop, .events = POLLIN}};
+	int ep = worker_epoll(s);
 
 	if (!in)
 		abort(); /* out of memory, as xmalloc */
-	for (;;) {
+	if (ep < 0) {
+		log_warn("FUSE worker: epoll: %m");
+		atomic_store(&s->err, errno);
+	}
+	while (ep >= 0) {
+		struct epoll_event ev[2];
+		int k = epoll_wait(ep, ev, 2, -1);
+		bool stop = false;
 		ssize_t n;
 
-		if (poll(pf, 2, -1) < 0 && errno != EINTR) {
-			log_warn("poll /dev/fuse: %m");
+		if (k < 0 && errno != EINTR) {
+			log_warn("epoll /dev/fuse: %m");
 			atomic_store(&s->err, errno);
 			break;
 		}
-		if (pf[1].revents)
+		for (int i = 0; i < k; i++)
+			stop |= ev[i].data.fd == s->stop;
+		if (stop)
 			break;
 		n = read(s->fd, in, IN_BUF);
 		if (n >= 0) {
@@ -589,6 +618,8 @@ static void *worker(void *arg)
 		break;
 	}
 	wake_all(s);
+	if (ep >= 0)
+		close(ep);
 	free(in);
 	free(out);
 	return NULL;
