@@ -69,11 +69,6 @@ ifeq ($(origin OUT),file)
 OUT := build-static$(STATIC_SUFFIX)
 endif
 endif
-# libfuse3 serves lazy eStargz layers (imagepull/lazyfs.c); the static
-# prefix has none, and there lazyfs.c builds as a stub.
-ifneq ($(STATIC),1)
-PKGS += fuse3
-endif
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lisal \
 	-lcap -lpthread $(shell $(PKG_CONFIG) --libs libmnl libip4tc libip6tc 2>/dev/null)

@@ -50,12 +50,13 @@ done
 # virtio-scsi; NVMe (Nitro) and ext4 are built into the cloud kernel.
 DISK_MODULES="virtio_pci virtio_blk virtio_scsi sd_mod xen_blkfront"
 # The rest: the NICs (virtio, ENA, gVNIC, Xen), what the agent and cell-net
-# use (overlay, veth, netfilter for libiptc), what kube-router uses (IPVS,
-# ipset, conntrack, dummy, ipip, the bridge's netfilter hook), NFS for a
+# use (overlay, veth, netfilter for libiptc, fuse for cell-pull's lazy
+# layers: /dev/fuse is there once the module is), what kube-router uses
+# (IPVS, ipset, conntrack, dummy, ipip, the bridge's netfilter hook), NFS for a
 # shared image cache, the virtio RNG (entropy at boot for TLS), the file
 # systems a cloud's user-data medium comes in (NoCloud's cidata, Azure's
 # CD-ROM).
-RUN_MODULES="virtio_net ena gve xen_netfront overlay veth
+RUN_MODULES="virtio_net ena gve xen_netfront overlay veth fuse
 	ip_tables iptable_nat iptable_filter iptable_mangle iptable_raw
 	ip6_tables ip6table_nat ip6table_filter ip6table_mangle
 	xt_MASQUERADE xt_conntrack xt_nat xt_mark xt_comment xt_addrtype

@@ -154,9 +154,9 @@ void lazyproc_leave(const struct cache *c, const char *digest, int lock);
 int lazyproc_gc(const struct cache *c, struct pull_gc_stats *st,
 		struct cerr *e);
 
-/* lazyfs.c: serve l at mountpoint until it is unmounted or a SIGTERM or
- * SIGINT comes; ready() is called once the mount is there and the
- * prefetch done. */
+/* lazyfs.c: serve l at mountpoint (the kernel's FUSE protocol on
+ * /dev/fuse) until it is unmounted or a SIGHUP, SIGINT or SIGTERM comes;
+ * ready() is called once the mount is there and the prefetch done. */
 int lazyfs_serve(struct lazy_layer *l, const char *mountpoint,
 		 void (*ready)(void *arg), void *arg, struct cerr *e);
 

@@ -15,7 +15,6 @@ PKGS=(
 	libisal-dev libzstd-dev zlib1g-dev libyaml-dev libcap-dev
 	libmnl-dev libiptc-dev # netsetup: rtnetlink and iptables without ip/iptables processes
 	libseccomp-dev # the units' seccomp filters (agent/pod/seccomp-policy.c compiles them)
-	libfuse3-dev fuse3 # lazy eStargz layers (imagepull/lazyfs.c)
 	golang-github-containers-common # its seccomp.json is built in as the default profile
 	dpkg-dev # apt-get source: civetweb is built from Debian's source package
 	# tests: real parts

@@ -16,6 +16,9 @@ the response back. Rules make it misbehave for chosen requests:
   the body (upstream status and headers kept, Content-Length fixed): e.g. a
   different, valid manifest for a pull by digest.
 * ``delay(path_substring, seconds)``: wait before forwarding.
+* ``hold(path_substring)``: wait before forwarding until the rule's
+  ``release()`` (or the proxy's timeout): a request stalled for as long as
+  a test needs, no longer.
 
 Each rule applies ``times`` times (None = always). Every request is recorded
 with its headers (so the Range header is visible here even though the
@@ -44,7 +47,7 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 
 @dataclass
 class Rule:
-    action: str                 # corrupt | drop | status | replace | delay
+    action: str                 # corrupt | drop | status | replace | delay | hold
     match: str                  # substring of the request path
     method: Optional[str] = "GET"
     offset: int = 0             # corrupt: byte to flip; drop: bytes to send
@@ -54,6 +57,11 @@ class Rule:
     headers: Optional[Dict[str, str]] = None  # status: extra reply headers
     times: Optional[int] = None
     hits: int = 0
+    held: threading.Event = field(default_factory=threading.Event)  # hold
+
+    def release(self) -> None:
+        """hold: let the held requests (and later ones) through."""
+        self.held.set()
 
     def applies(self, method: str, path: str) -> bool:
         if self.times is not None and self.hits >= self.times:
@@ -153,6 +161,9 @@ class Proxy:
     def delay(self, match: str, seconds: float, times: Optional[int] = None) -> Rule:
         return self.add(Rule("delay", match, seconds=seconds, times=times))
 
+    def hold(self, match: str, times: Optional[int] = None) -> Rule:
+        return self.add(Rule("hold", match, times=times))
+
     def clear(self) -> None:
         with self._lock:
             self.rules.clear()
@@ -191,6 +202,8 @@ class Proxy:
                                 rule.headers)
         if rule and rule.action == "delay":
             time.sleep(rule.seconds)
+        if rule and rule.action == "hold":
+            rule.held.wait(self.timeout)
 
         headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Host"] = f"{self.upstream[0]}:{self.upstream[1]}"
