@@ -3,10 +3,10 @@
 one run (issue 29's "Must show").
 
 The image: a Debian 12 root (scripts/canonical-root.sh's minbase with
-cloud-init, its /dev left out) and a layer of BENCH_MB (default 300) MB of
+cloud-init, its /dev left out) and a layer of BENCH_MB (default 300) MiB of
 random data files of 64 KiB to 4 MiB, pushed as plain gzip and converted to
 eStargz by Debian's `ctr-remote image convert --estargz --oci` against a
-throwaway containerd (tests/pylib/containerd.py; 4 MiB chunks, no
+throwaway containerd (tests/pylib/containerd.py; its default chunks, no
 prefetch profile). Both are served through a loopback proxy that holds the
 registry's replies to BENCH_RATE_MBS (default 25) MB/s, all connections
 together: a registry in another region.
@@ -170,7 +170,7 @@ def main():
         with Registry(os.path.join(work, "registry")) as reg:
             t0 = time.monotonic()
             gz, esgz, raw = make_images(reg, work)
-            print(f"image: Debian 12 root + {DATA_MB} MB of data files, "
+            print(f"image: Debian 12 root + {DATA_MB} MiB of data files, "
                   f"{raw / 1e6:.0f} MB uncompressed; gzip {gz / 1e6:.0f} MB, eStargz "
                   f"(ctr-remote) {esgz / 1e6:.0f} MB (made in {time.monotonic() - t0:.0f} s); "
                   f"link {RATE / 1e6:.0f} MB/s; first line polled on GET rest/v1/logs "
