@@ -1,213 +1,224 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Lazy pulling against the full pull, side by side in one run.
+"""Lazy pulling against the full pull, through the agent, side by side in
+one run (issue 29's "Must show").
 
-The image: a Debian-like base (this machine's /etc and /usr/bin files, up
-to BENCH_BASE_MB, default 40) and a layer of BENCH_MB (default 300) MB of
-random data files plus a small app (app/config, app/run.sh, a few small
-files), once as plain gzip and once as eStargz (tests/pylib/estargz.py,
-4 MiB chunks; the app's files before the .prefetch.landmark, as
-`ctr-remote image optimize` would put what a workload reads first). Both
-are served through a loopback proxy that holds the registry's replies to
-BENCH_RATE_MBS (default 25) MB/s, all connections together: a registry
-in another region.
+The image: a Debian 12 root (scripts/canonical-root.sh's minbase with
+cloud-init, its /dev left out) and a layer of BENCH_MB (default 300) MiB of
+random data files of 64 KiB to 4 MiB, pushed as plain gzip and converted to
+eStargz by Debian's `ctr-remote image convert --estargz --oci` against a
+throwaway containerd (tests/pylib/containerd.py; its default chunks, no
+prefetch profile). Both are served through a loopback proxy that holds the
+registry's replies to BENCH_RATE_MBS (default 25) MB/s, all connections
+together: a registry in another region.
 
-For each: a cold `cell-pull --mount` into tmpfs (the full pull with
-`--lazy off`), then the first read of app/config (the stand-in for a
-unit's first log line), then a read of every file of the image. Prints
-the time to the first read, the bytes the proxy sent before it as a
-share of the image, and the time to have read everything; asserts
-nothing. Timings are of this machine at this moment: compare runs made
-side by side only.
+Each round dispatches the same pod twice, once per image, each time to a
+fresh cell-agent (new state directory and image cache on tmpfs, so both
+are cold pulls; the agent's defaults, lazy pulling on): one unit, restart
+policy Never,
+
+    echo first; find / -xdev -type f -exec cat {} + >/dev/null; echo done
+
+and times, from the `updatepod` request, its first log line ("first")
+and the end of the read of every file of the image ("done"), polling the
+agent's logs endpoint (GET rest/v1/logs/<unit>, mutual TLS, kept alive)
+every 20 ms until the first line and every 100 ms after. The bytes the
+proxy sent by the first line are given as a share of the image's
+compressed size, with the agent's cell_lazy_bytes_total (demand and
+background; the servers' counters written every 100 ms) read just after.
+The two dispatches of a round go in turn, the first alternating, and the
+figures are medians of BENCH_REPS (default 3) rounds; ratios are of the
+medians, and pair by pair. Asserts nothing: timings are of this machine
+at this moment, compare runs made side by side only.
 """
-import gzip
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+import requests
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "pylib"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
-import estargz  # noqa: E402
-from estargz import EstargzLayer, annotate  # noqa: E402
-from images import Dir, File, Image, Layer, Symlink, push  # noqa: E402
+from containerd import Containerd, convert_estargz  # noqa: E402
+from images import Dir, File, Image, Layer, push  # noqa: E402
 from proxy import Proxy  # noqa: E402
 from registry import Registry  # noqa: E402
+from wire import WireError, pod_params  # noqa: E402
+from test_agent_api import start_agent  # noqa: E402
+from test_agent_lazy import gc, metric  # noqa: E402
+from test_agent_pod import FAST, sh, wait_units_gone  # noqa: E402
 
 BUILD = os.environ.get("CELL_BUILD", os.path.join(HERE, "..", "build"))
 PULL = os.path.join(BUILD, "bin", "cell-pull")
 DATA_MB = int(os.environ.get("BENCH_MB", "300"))
-BASE_MB = int(os.environ.get("BENCH_BASE_MB", "40"))
 RATE = float(os.environ.get("BENCH_RATE_MBS", "25")) * 1e6
-SOURCES = ["/etc", "/usr/bin"]
-CHUNK = 4 << 20
+REPS = int(os.environ.get("BENCH_REPS", "3"))
+ROOT = os.environ.get("BENCH_DEBIAN_ROOT", "")
+UNIT = "app"
+SCRIPT = "echo first; find / -xdev -type f -exec cat {} + >/dev/null; echo done"
+FIRST_EVERY, DONE_EVERY = 0.02, 0.1
+TIMEOUT = 600
 
 
-class _FastGzip:
-    """Level 6 for the eStargz writer's members too (as the plain layer;
-    its default 9 only costs time on random data)."""
-
-    @staticmethod
-    def compress(data, mtime=0):
-        return gzip.compress(data, compresslevel=6, mtime=mtime)
-
-
-estargz.gzip = _FastGzip
+def debian_layer(root: str) -> Layer:
+    """The Debian root as one layer (owners kept, /dev's nodes left out:
+    a unit gets its own /dev)."""
+    names = sorted(n for n in os.listdir(root) if n != ".cell-complete")
+    tar = subprocess.run(["tar", "--numeric-owner", "--format=pax", "--xattrs",
+                          "--exclude=dev/*", "-C", root, "-cf", "-", *names],
+                         check=True, stdout=subprocess.PIPE).stdout
+    return Layer([], tar=tar)
 
 
-def base_entries():
-    """Regular files, symlinks and directories of this machine, as a
-    distribution's base layer, up to BASE_MB."""
-    out, seen, total = [], set(), 0
-    for src in SOURCES:
-        for root, dirs, names in os.walk(src):
-            dirs.sort()
-            rel = root.lstrip("/")
-            if rel not in seen:
-                seen.add(rel)
-                out.append(Dir(rel))
-            for n in sorted(names):
-                p = os.path.join(root, n)
-                try:
-                    if os.path.islink(p):
-                        out.append(Symlink(p.lstrip("/"), os.readlink(p)))
-                    elif os.path.isfile(p):
-                        with open(p, "rb") as f:
-                            data = f.read()
-                        out.append(File(p.lstrip("/"), data,
-                                        mode=os.stat(p).st_mode & 0o7777))
-                        total += len(data)
-                except OSError:
-                    continue
-                if total >= BASE_MB << 20:
-                    return out
-    return out
-
-
-def data_entries():
-    """The app (read first), then random data files of 64 KiB to 4 MiB."""
-    app = [Dir("app"), File("app/config", "log_level = info\n"),
-           File("app/run.sh", "#!/bin/sh\necho started\n", mode=0o755)]
-    app += [File(f"app/lib{i}.py", f"# module {i}\n" * 200) for i in range(8)]
+def data_layer() -> Layer:
     blob = os.urandom(DATA_MB << 20)
-    data, at, i = [Dir("data")], 0, 0
+    out, at, i = [Dir("data")], 0, 0
     sizes = [64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20]
     while at < len(blob):
         n = sizes[i % len(sizes)]
-        data.append(File(f"data/{i:04d}.bin", blob[at:at + n]))
+        out.append(File(f"data/{i:04d}.bin", blob[at:at + n]))
         at += n
         i += 1
-    return app, data
+    return Layer(out)
 
 
-def images():
-    base = base_entries()
-    app, data = data_entries()
-    plain = [Layer(base), Layer(app + data)]
-    esgz = [EstargzLayer(base, chunk_size=CHUNK, prefetch=None),
-            EstargzLayer(app + data, chunk_size=CHUNK, prefetch=len(app))]
-    return (Image(plain, fmt="oci"),
-            Image(esgz, fmt="oci", mutate_manifest=annotate(esgz)),
-            sum(l.size for l in esgz), sum(len(l.tar) for l in plain))
+def make_images(reg, work: str) -> tuple:
+    """Pushes bench/lazy:v1 (gzip) and bench/lazy-esgz:v1 (ctr-remote's
+    eStargz of it); (gzip size, eStargz size, uncompressed size)."""
+    layers = [debian_layer(ROOT), data_layer()]
+    push(reg, "bench/lazy", "v1", Image(layers, fmt="oci", config={"Cmd": ["/bin/sh"]}))
+    with Containerd(os.path.join(work, "containerd"), timeout=900) as ctr:
+        man = convert_estargz(ctr, reg, "bench/lazy", "v1", "bench/lazy-esgz")
+    assert all("containerd.io/snapshot/stargz/toc.digest" in l.get("annotations", {})
+               for l in man["layers"]), man["layers"]
+    return (sum(l.size for l in layers), sum(l["size"] for l in man["layers"]),
+            sum(len(l.tar) for l in layers))
 
 
-def read_all(root):
-    n = 0
-    for d, dirs, files in os.walk(root):
-        dirs.sort()
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            if os.path.isfile(p) and not os.path.islink(p):
-                with open(p, "rb") as fh:
-                    while True:
-                        b = fh.read(1 << 20)
-                        if not b:
-                            break
-                        n += len(b)
-    return n
+def wait_log(c, needle: bytes, t0: float, every: float) -> float:
+    """Seconds from t0 to needle in the unit's log, polling the logs
+    endpoint every `every` s."""
+    while True:
+        try:
+            out = c.logs(UNIT)
+        except (WireError, requests.RequestException):
+            out = b""
+        now = time.monotonic()
+        if needle in out:
+            return now - t0
+        if now - t0 > TIMEOUT:
+            raise TimeoutError(f"no {needle!r} in {UNIT}'s log after {TIMEOUT} s: {out[-500:]!r}")
+        time.sleep(every)
 
 
-def fresh(path):
-    subprocess.run(["umount", "-q", path], stderr=subprocess.DEVNULL)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
+def lazy_bytes(c) -> tuple:
+    try:
+        return (metric(c, "cell_lazy_bytes_total", how="demand"),
+                metric(c, "cell_lazy_bytes_total", how="background"))
+    except AssertionError:  # no lazy layer served
+        return 0, 0
 
 
-def one(proxy, ref, shm, lazy):
-    cache = fresh(os.path.join(shm, "cache-" + ("lazy" if lazy else "full")))
-    mnt = fresh(os.path.join(shm, "mnt"))
-    flags = ["--insecure-registry", proxy.host] + ([] if lazy else ["--lazy", "off"])
-    b0 = proxy.sent_bytes()
-    t0 = time.monotonic()
-    subprocess.run([PULL, "--image", ref, "--workdir", cache, "--mount", mnt] + flags,
-                   check=True)
-    t_mount = time.monotonic() - t0
-    with open(os.path.join(mnt, "app/config"), "rb") as f:
-        f.read()
-    t_first = time.monotonic() - t0
-    b_first = proxy.sent_bytes() - b0
-    n = read_all(mnt)
-    t_all = time.monotonic() - t0
-    b_all = proxy.sent_bytes() - b0
-    promoted = None
-    if lazy:  # the background fetch's end: the layers become cached ones
-        layers = os.path.join(cache, "layers", "sha256")
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and len(os.listdir(layers)) < 2:
-            time.sleep(0.1)
-        promoted = time.monotonic() - t0 if len(os.listdir(layers)) >= 2 else None
-    subprocess.run(["umount", mnt], check=True)
-    subprocess.run([PULL, "--gc", "--workdir", cache], check=True,
-                   stdout=subprocess.DEVNULL)
-    return dict(mount=t_mount, first=t_first, first_bytes=b_first, all=t_all,
-                all_bytes=proxy.sent_bytes() - b0, read=n, promoted=promoted,
-                read_bytes=b_all)
+def dispatch(proxy, ref: str, d: str) -> dict:
+    """One pod on a fresh agent (cold cache): its timings and bytes."""
+    a = start_agent(d, "--insecure-registry", proxy.host, verbose=False,
+                    env={**FAST, "CELL_PULL_LAZY_STATS_MS": "100"})
+    c = a.client()
+    try:
+        b0 = proxy.sent_bytes()
+        t0 = time.monotonic()
+        c.update_pod(pod_params("bench_pod", restart_policy="Never",
+                                units=[sh(ref, UNIT, SCRIPT)],
+                                terminationGracePeriodSeconds=0))
+        first = wait_log(c, b"first\n", t0, FIRST_EVERY)
+        first_bytes = proxy.sent_bytes() - b0
+        demand, background = lazy_bytes(c)
+        done = wait_log(c, b"done\n", t0, DONE_EVERY)
+        done_bytes = proxy.sent_bytes() - b0
+        c.update_pod(pod_params("bench_pod", terminationGracePeriodSeconds=0))
+        wait_units_gone(a, timeout=60)
+    except BaseException:
+        print(f"agent log ({ref}):\n{a.log()[-3000:]}", file=sys.stderr)
+        raise
+    finally:
+        try:
+            gc(a, _run_pull)
+        finally:
+            a.stop()
+    return dict(first=first, done=done, first_bytes=first_bytes, done_bytes=done_bytes,
+                demand=demand, background=background)
+
+
+def _run_pull(*args: str) -> tuple:
+    r = subprocess.run([PULL, *args], capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
 
 
 def main():
+    if not ROOT or not os.path.isdir(ROOT):
+        sys.exit("BENCH_DEBIAN_ROOT: a Debian root (bench/lazy.sh gives "
+                 "scripts/canonical-root.sh's)")
     work = tempfile.mkdtemp(prefix="cell-bench-lazy-")
     shm = tempfile.mkdtemp(prefix="cell-bench-lazy-", dir="/dev/shm")
-    t0 = time.monotonic()
-    plain, esgz, esgz_size, tar_size = images()
-    print(f"image: 2 layers, {tar_size / 1e6:.0f} MB uncompressed; gzip "
-          f"{sum(l.size for l in plain.layers) / 1e6:.0f} MB, eStargz "
-          f"{esgz_size / 1e6:.0f} MB (made in {time.monotonic() - t0:.0f} s); "
-          f"link {RATE / 1e6:.0f} MB/s", flush=True)
+    load0 = os.getloadavg()
     try:
         with Registry(os.path.join(work, "registry")) as reg:
-            push(reg, "bench/lazy", "gzip", plain)
-            push(reg, "bench/lazy", "estargz", esgz)
+            t0 = time.monotonic()
+            gz, esgz, raw = make_images(reg, work)
+            print(f"image: Debian 12 root + {DATA_MB} MiB of data files, "
+                  f"{raw / 1e6:.0f} MB uncompressed; gzip {gz / 1e6:.0f} MB, eStargz "
+                  f"(ctr-remote) {esgz / 1e6:.0f} MB (made in {time.monotonic() - t0:.0f} s); "
+                  f"link {RATE / 1e6:.0f} MB/s; first line polled on GET rest/v1/logs "
+                  f"every {FIRST_EVERY * 1000:.0f} ms", flush=True)
             proxy = Proxy(reg.port, rate=RATE, timeout=120)
+            res = {"gzip": [], "esgz": []}
             try:
-                full = one(proxy, f"{proxy.host}/bench/lazy:gzip", shm, False)
-                lazy = one(proxy, f"{proxy.host}/bench/lazy:estargz", shm, True)
+                for i in range(REPS):
+                    order = ("gzip", "esgz") if i % 2 == 0 else ("esgz", "gzip")
+                    for k in order:
+                        ref = f"{proxy.host}/bench/{'lazy' if k == 'gzip' else 'lazy-esgz'}:v1"
+                        r = dispatch(proxy, ref, os.path.join(shm, f"agent-{i}-{k}"))
+                        res[k].append(r)
+                        print(f"  round {i + 1} {k:5}: first line {r['first']:6.2f} s "
+                              f"({r['first_bytes'] / 1e6:6.1f} MB), done {r['done']:6.2f} s "
+                              f"({r['done_bytes'] / 1e6:6.1f} MB)", flush=True)
             finally:
                 proxy.close()
     finally:
         shutil.rmtree(shm, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'':34}{'full (gzip)':>14}{'lazy (eStargz)':>16}{'ratio':>8}")
-    for k, label in (("mount", "cell-pull --mount returned (s)"),
-                     ("first", "first read of app/config (s)"),
-                     ("all", "every file read (s)")):
-        print(f"  {label:32}{full[k]:>14.2f}{lazy[k]:>16.2f}"
-              f"{lazy[k] / full[k]:>8.2f}x")
-    print(f"  bytes before the first read     "
-          f"{full['first_bytes'] / 1e6:>11.1f} MB{lazy['first_bytes'] / 1e6:>13.1f} MB"
-          f"   ({100 * lazy['first_bytes'] / esgz_size:.1f}% of the eStargz image)")
-    print(f"  bytes by the end of the read    "
-          f"{full['read_bytes'] / 1e6:>11.1f} MB{lazy['read_bytes'] / 1e6:>13.1f} MB")
-    print(f"  bytes in all (promotion incl.)  "
-          f"{full['all_bytes'] / 1e6:>11.1f} MB{lazy['all_bytes'] / 1e6:>13.1f} MB")
-    if lazy["promoted"]:
-        print(f"  both lazy layers cached (promoted) {lazy['promoted']:.1f} s after the start")
-    else:
-        print("  the lazy layers were not promoted within 300 s")
-    print(f"  bytes read by the workload: {full['read'] / 1e6:.0f} MB (full), "
-          f"{lazy['read'] / 1e6:.0f} MB (lazy)")
+    report(res, gz, esgz, load0)
+
+
+def report(res: dict, gz: int, esgz: int, load0: tuple):
+    def med(k, f):
+        return statistics.median(r[f] for r in res[k])
+
+    def pairs(f):
+        return statistics.median(z[f] / g[f] for g, z in zip(res["gzip"], res["esgz"]))
+    print(f"medians of {REPS} rounds:{'':16}{'full (gzip)':>14}{'lazy (eStargz)':>16}"
+          f"{'ratio':>8}{'pairs':>8}")
+    for f, label, target in (("first", "dispatch -> first log line (s)", "<= 0.10"),
+                             ("done", "dispatch -> every file read (s)", "<= 1.30")):
+        g, z = med("gzip", f), med("esgz", f)
+        print(f"  {label:38}{g:>14.2f}{z:>16.2f}{z / g:>7.2f}x{pairs(f):>7.2f}x"
+              f"  (target {target})")
+    gb, zb = med("gzip", "first_bytes"), med("esgz", "first_bytes")
+    print(f"  {'bytes before the first line (MB)':38}{gb / 1e6:>14.1f}{zb / 1e6:>16.1f}"
+          f"  {100 * zb / esgz:.1f}% of the eStargz image, {100 * gb / gz:.0f}% of the "
+          f"gzip one (target <= 10%)")
+    print(f"  {'bytes by the end of the read (MB)':38}"
+          f"{med('gzip', 'done_bytes') / 1e6:>14.1f}{med('esgz', 'done_bytes') / 1e6:>16.1f}")
+    print(f"  lazy: cell_lazy_bytes_total at the first line: demand "
+          f"{med('esgz', 'demand') / 1e6:.1f} MB, background "
+          f"{med('esgz', 'background') / 1e6:.1f} MB")
+    print(f"  load average {load0[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, "
+          f"{os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

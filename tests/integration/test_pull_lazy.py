@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import select
 import signal
@@ -18,6 +17,7 @@ import time
 import pytest
 
 from conftest import is_mountpoint
+from containerd import Containerd, convert_estargz
 from estargz import EstargzLayer, annotate
 from images import (Dir, File, Hardlink, Image, Layer, Opaque, Symlink, Whiteout,
                     diff_listings, push, tree_listing, _prng)
@@ -304,34 +304,9 @@ def test_lazy_range_read_renews_token_on_401(make_registry, token_server, make_p
 
 @pytest.fixture
 def containerd(tmp_path):
-    """A throwaway containerd (own socket, root and state under tmp_path)
-    for ctr-remote; the CRI and snapshotters it does not need are off."""
-    d = tmp_path / "containerd"
-    d.mkdir()
-    sock = str(d / "c.sock")
-    (d / "cfg.toml").write_text(
-        f'version = 2\nroot = "{d}/root"\nstate = "{d}/state"\n'
-        'disabled_plugins = ["io.containerd.grpc.v1.cri", '
-        '"io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", '
-        '"io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]\n'
-        f'[grpc]\n  address = "{sock}"\n[ttrpc]\n  address = "{sock}.ttrpc"\n')
-    log = open(d / "log", "wb")
-    p = subprocess.Popen(["containerd", "--config", str(d / "cfg.toml")], stdout=log,
-                         stderr=log, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not os.path.exists(sock):
-        time.sleep(0.1)
-    assert os.path.exists(sock), open(d / "log").read()[-2000:]
-
-    def ctr(*args: str) -> str:
-        r = subprocess.run(["ctr-remote", "-a", sock, *args], capture_output=True,
-                           text=True, timeout=120)
-        assert r.returncode == 0, f"ctr-remote {args}: {r.stderr[-2000:]}"
-        return r.stdout
-    yield ctr
-    os.killpg(p.pid, signal.SIGTERM)
-    p.wait(timeout=30)
-    log.close()
+    """A throwaway containerd for ctr-remote (tests/pylib/containerd.py)."""
+    with Containerd(str(tmp_path / "containerd")) as ctr:
+        yield ctr
 
 
 def test_lazy_ctr_remote_converted_image_equals_full_pull(registry, pull, lazy, containerd,
@@ -346,21 +321,8 @@ def test_lazy_ctr_remote_converted_image_equals_full_pull(registry, pull, lazy, 
                         File("etc/two", "two\n"), Hardlink("etc/hard", "etc/two")])])
     push(registry, "lazy/orig", "v1", img)
     src, dst = registry.ref("lazy/orig", "v1"), registry.ref("lazy/esgz", "v1")
-    containerd("images", "pull", "--plain-http", src)
-    containerd("images", "convert", "--estargz", "--oci",
-               "--estargz-chunk-size", "65536", src, dst)
-    containerd("images", "push", "--plain-http", dst)
-    man = json.loads(subprocess.run(
-        ["curl", "-sf", "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
-         f"http://{registry.host}/v2/lazy/esgz/manifests/v1"],
-        capture_output=True, check=True).stdout)
-    if man.get("manifests"):  # an index: take the amd64 manifest
-        dg = next(m["digest"] for m in man["manifests"]
-                  if m.get("platform", {}).get("architecture") == "amd64")
-        man = json.loads(subprocess.run(
-            ["curl", "-sf", "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
-             f"http://{registry.host}/v2/lazy/esgz/manifests/{dg}"],
-            capture_output=True, check=True).stdout)
+    man = convert_estargz(containerd, registry, "lazy/orig", "v1", "lazy/esgz",
+                          chunk_size=65536)
     layers = man["layers"]
     assert all("containerd.io/snapshot/stargz/toc.digest" in l.get("annotations", {})
                for l in layers), layers
