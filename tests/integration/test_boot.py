@@ -848,8 +848,9 @@ def run_cloudinit_chrooted(cell, user_data: str, tmp_path) -> subprocess.Complet
         env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"})
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def release():
+    """Built once for the three cases, which only read the tarball."""
     r = make("release")
     assert r.returncode == 0, r.stderr
     version = open(os.path.join(REPO, "VERSION")).read().strip()

@@ -99,8 +99,9 @@ def test_cve_2019_5736_exec_proc_exe(cell, image, tmp_path):
     # spends milliseconds in execve attempts as cell-monitor, with the
     # unit's credentials (the widest window the unit can make).
     path = ":".join(f"/nx{i}" for i in range(1000)) + ":/bin"
+    # The attacker races for up to 30 s, until the execs are done.
     attacker = unit("victim", image, command=["/probe", "exe-race", "30",
-                                              str(st.st_dev), str(st.st_ino)],
+                                              str(st.st_dev), str(st.st_ino), "/race-done"],
                     env=[{"name": "PATH", "value": path}])
     c.update_pod(pod_params("ns_pod", units=[attacker], terminationGracePeriodSeconds=0))
     logs_until(c, "victim", b"ready\n")
@@ -113,6 +114,12 @@ def test_cve_2019_5736_exec_proc_exe(cell, image, tmp_path):
             s.close()
         ok += code == 0
     assert ok == EXECS, (out, err, code)
+    s = c.exec("victim", ["busybox", "touch", "/race-done"])
+    try:
+        out, err, code = s.collect()
+    finally:
+        s.close()
+    assert code == 0, (out, err, code)
     out = logs_until(c, "victim", b"tries ", timeout=60)
     line = [ln for ln in out.splitlines() if ln.startswith("tries ")][0]
     f = line.split()
@@ -282,7 +289,8 @@ def test_cve_2025_52881_proc_write_redirected(cell, image):
     volume over /proc/1 (its own init's directory) and leaves a link named
     oom_score_adj there tries to send that write (as root, before the
     unit's credentials) to a file of its choice, over RESTARTS starts."""
-    a, c = cell()
+    # A 10 ms back-off unit: the 5 restarts wait 0.1-1.6 s (15.5 s at 50).
+    a, c = cell(env={"CELL_AGENT_BACKOFF_UNIT_MS": "10"})
     script = ("ln -sf /v/witness /proc/1/oom_score_adj 2>/dev/null; "
               "echo \"witness $(cat /v/witness 2>/dev/null || echo none)\"; "
               "echo \"n $(ls /v/runs | wc -l)\"; mkdir -p /v/runs; mktemp -p /v/runs >/dev/null; "

@@ -256,6 +256,10 @@ def test_an_image_change_restarts_that_unit_only(cell, app_image, registry):
         "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "OVERRIDE=image2"], "Cmd": ["/bin/sh"]}))
     a, c = cell()
     pod = manifest(app_image)
+    # side ends on SIGTERM: `exec sleep` as PID 1 ignores it, and its
+    # restart would wait out the 30 s grace (Kip sends none).
+    pod["spec"]["containers"][1]["command"] = [
+        "/bin/sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"]
     ctl = Controller(c, pod, seed=3)
     ctl.dispatch()
     st = wait_kip(ctl, all_running)

@@ -175,10 +175,13 @@ def test_a_new_pod_ip_tears_down_and_sets_up_again(vpc, cell_agent, image):
     a, c = cell_agent.start()
     c.update_pod(web_pod(image))
     c.wait_status(running, timeout=60)
-    # hostNetwork: the units leave the namespace, which is torn down.
+    # hostNetwork: the units leave the namespace, which is torn down. A
+    # 1 s grace: httpd as PID 1 ignores SIGTERM (the default 30 s is
+    # waited out otherwise).
     c.update_pod(web_pod(image, securityContext={
         "namespaceOptions": {"network": 2, "pid": 1, "ipc": 1}, "runAsUser": None,
-        "runAsGroup": None, "supplementalGroups": [], "sysctls": []}))
+        "runAsGroup": None, "supplementalGroups": [], "sysctls": []},
+        terminationGracePeriodSeconds=1))
     st = c.wait_status(lambda s: running(s) and s["podIP"] == PRIMARY_IP, timeout=60)
     end = time.monotonic() + 20
     while os.path.exists(f"/var/run/netns/{vpc.pod}") and time.monotonic() < end:
@@ -245,10 +248,12 @@ def test_pod_does_not_reach_metadata_and_host_network_does(vpc, cell_agent, imag
     # The block is the cell's: a unit cannot remove it.
     assert "-A FORWARD -j CELL-IMDS" in vpc.sh(vpc.cell, "iptables-legacy-save").stdout
     # hostNetwork: the units are the node's and reach it; the pod network,
-    # the block with it, is torn down.
+    # the block with it, is torn down (a 1 s grace: `sleep` as PID 1
+    # ignores SIGTERM).
     c.update_pod(sleeper_pod(image, securityContext={
         "namespaceOptions": {"network": 2, "pid": 1, "ipc": 1}, "runAsUser": None,
-        "runAsGroup": None, "supplementalGroups": [], "sysctls": []}))
+        "runAsGroup": None, "supplementalGroups": [], "sysctls": []},
+        terminationGracePeriodSeconds=1))
     c.wait_status(lambda s: running(s) and s["podIP"] == PRIMARY_IP, timeout=60)
     end = time.monotonic() + 20
     while os.path.exists(f"/var/run/netns/{vpc.pod}") and time.monotonic() < end:

@@ -26,21 +26,21 @@ FRONT = os.path.join(CELL_BUILD, "bin", "cell-pull-cached")
 SERVED = '{"event":"done","cached":true}'  # the front's line; cell-pull's differ
 
 
-def front(*args: str):
+def front(*args: str, env=None):
     p = subprocess.run([FRONT, *map(str, args)], stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, env=_clean_env(),
+                       capture_output=True, text=True, env=_clean_env(env),
                        timeout=DEFAULT_TIMEOUT)
     return p.returncode, p.stdout, p.stderr
 
 
-def mount(reg, ref, workdir, tmp_path, mounts, name, *extra):
+def mount(reg, ref, workdir, tmp_path, mounts, name, *extra, env=None):
     mp = tmp_path / name
     mp.mkdir()
     mounts.append(str(mp))
     cfg = tmp_path / f"{name}.json"
     rc, out, err = front("--image", ref, "--mount", mp, "--workdir", workdir,
                          "--save-config", cfg, "--insecure-registry", reg.host,
-                         "--progress", "json", *extra)
+                         "--progress", "json", *extra, env=env)
     return rc, out, err, str(mp), cfg
 
 
@@ -89,7 +89,10 @@ def test_latest_always_asks_the_registry(registry, workdir, tmp_path, mounts):
     ref = registry.ref("t/front", "latest")
     assert mount(registry, ref, workdir, tmp_path, mounts, "one")[0] == 0
     registry.close()
-    rc, out, err, mp, _ = mount(registry, ref, workdir, tmp_path, mounts, "two")
+    # cell-pull's 8 retries of the closed registry, 20 ms apart and up
+    # (250 ms and up by default: 32 s).
+    rc, out, err, mp, _ = mount(registry, ref, workdir, tmp_path, mounts, "two",
+                                env={"CELL_PULL_RETRY_BASE_MS": "20"})
     assert rc == 1, (out, err)
     assert "cell-pull: pull " in err  # cell-pull's own error, after the exec
     assert not is_mountpoint(mp)

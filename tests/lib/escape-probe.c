@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /* An attacker inside a unit, for tests/integration/test_escapes.py.
  *
- *   escape-probe exe-race SECONDS DEV INO
+ *   escape-probe exe-race SECONDS DEV INO [STOP]
  *
- * CVE-2019-5736: for SECONDS, open /proc/PID/exe of every other process
- * of the unit's PID namespace as it appears (the pids just above the
- * highest seen are tried before they show in a readdir), and when one is
+ * CVE-2019-5736: for SECONDS, or until the file STOP exists (the test
+ * makes it once its execs are done), open /proc/PID/exe of every other
+ * process of the unit's PID namespace as it appears (the pids just above
+ * the highest seen are tried before they show in a readdir), and when one is
  * the host file DEV:INO (cell-monitor, which the test names), reopen it
  * for writing through /proc/self/fd and write "PWNED" over its start.
  * Prints "tries N opened N host N wrote N". */
@@ -74,18 +75,21 @@ int main(int argc, char **argv)
 	dev_t dev;
 	ino_t ino;
 	int self = getpid(), hi = self;
+	const char *stop;
 
-	if (argc != 5 || strcmp(argv[1], "exe-race")) {
-		fprintf(stderr,
-			"usage: escape-probe exe-race SECONDS DEV INO\n");
+	if (argc < 5 || argc > 6 || strcmp(argv[1], "exe-race")) {
+		fprintf(
+		    stderr,
+		    "usage: escape-probe exe-race SECONDS DEV INO [STOP]\n");
 		return 2;
 	}
 	end = time(NULL) + strtol(argv[2], NULL, 10);
 	dev = (dev_t)strtoull(argv[3], NULL, 10);
 	ino = (ino_t)strtoull(argv[4], NULL, 10);
+	stop = argc == 6 ? argv[5] : NULL;
 	printf("ready\n");
 	fflush(stdout);
-	while (time(NULL) < end) {
+	while (time(NULL) < end && !(stop && access(stop, F_OK) == 0)) {
 		hi = scan(self, hi, dev, ino);
 		/* The next pids, before readdir would list them. */
 		for (int k = 0; k < 2000; k++)
