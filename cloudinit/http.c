@@ -272,8 +272,11 @@ static void finish(CURLM *m, struct slot *s, CURLcode rc)
 	stop(m, s);
 }
 
+/* Silence, 429 and 5xx may pass; a reply over the cap will not shrink. */
 static bool transient(const struct ci_http_req *r)
 {
+	if (r->err.code == EFBIG)
+		return false;
 	return r->status == 0 || r->status == 429 || r->status >= 500;
 }
 
