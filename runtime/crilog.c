@@ -19,6 +19,7 @@
 
 #include "cleanup.h"
 #include "fsutil.h"
+#include "log.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -221,9 +222,14 @@ static int flush(struct crilog *l, struct buf *b, struct cerr *e)
 		return 0;
 	if (fs_write_all(l->fd, b->data, b->len) < 0) {
 		/* A full disk must not block the unit: the pipe keeps being
-		 * drained and what cannot be written is counted. */
+		 * drained and what cannot be written is counted. A short
+		 * write is taken back, so that the file ends at a record's
+		 * end and the next record is not glued to a cut one. */
 		l->dropped += b->len;
 		rc = cerr_sys(e, "write log %s", l->path);
+		if (ftruncate(l->fd, l->size) < 0)
+			log_warn("log %s: cannot take back a short write: %m",
+				 l->path);
 	} else {
 		l->size += (int64_t)b->len;
 	}

@@ -5,7 +5,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../lib/tap.h"
@@ -126,6 +129,49 @@ static void test_writer_partial(void)
 	       TS " stdout P abc\n" TS " stdout F def\n" TS " stdout P ghi\n" TS
 		  " stdout F \n",
 	       "a piece without newline is written at once as P");
+	free(got);
+	free(p);
+}
+
+/* A full disk (here RLIMIT_FSIZE, in a child) cuts a write short: the
+ * cut record is taken back, so the next one starts a line of its own. */
+static void test_writer_short_write(void)
+{
+	char *p = path_of("short.log"), *got;
+	struct stat st;
+	int status = -1;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct crilog l;
+		struct rlimit rl;
+		struct cerr e = {0};
+		char big[200];
+
+		signal(SIGXFSZ, SIG_IGN);
+		memset(big, 'x', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\n';
+		open_log(&l, "short.log", 0);
+		w(&l, CRILOG_STDOUT, "before\n");
+		getrlimit(RLIMIT_FSIZE, &rl);
+		rl.rlim_cur = (rlim_t)l.size + 100;
+		setrlimit(RLIMIT_FSIZE, &rl);
+		if (crilog_write(&l, CRILOG_STDOUT, big, sizeof(big), &e) == 0)
+			_exit(2); /* the limit did not bite */
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_FSIZE, &rl);
+		w(&l, CRILOG_STDOUT, "after\n");
+		_exit(l.dropped == sizeof(big) + strlen(TS " stdout F ") ? 0
+									 : 3);
+	}
+	waitpid(pid, &status, 0);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "the short write failed and was counted as dropped (%d)", status);
+	got = slurp(p);
+	is_str(got, TS " stdout F before\n" TS " stdout F after\n",
+	       "the cut record is gone; the next one is whole");
+	ok(stat(p, &st) == 0 && st.st_size == (off_t)strlen(got),
+	   "nothing after the last record");
 	free(got);
 	free(p);
 }
@@ -585,6 +631,7 @@ int main(void)
 	test_time();
 	test_writer_format();
 	test_writer_partial();
+	test_writer_short_write();
 	test_writer_long();
 	test_rotation();
 	test_reader();
