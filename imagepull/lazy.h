@@ -144,7 +144,8 @@ int lazyproc_start(const struct cache *c, const char *digest,
 int lazyproc_wait(const struct cache *c, struct lazyproc *p, struct cerr *e);
 void lazyproc_release(struct lazyproc *p);
 /* The server's side: take the layer's lock (EBUSY: served already),
- * write the pid; lazyproc_ready once it serves; lazyproc_leave at exit. */
+ * write the pid; lazyproc_ready once it serves; lazyproc_leave at exit
+ * (the lock stays until the process ends). */
 int lazyproc_claim(const struct cache *c, const char *digest, struct cerr *e);
 void lazyproc_ready(const struct cache *c, const char *digest);
 void lazyproc_leave(const struct cache *c, const char *digest, int lock);

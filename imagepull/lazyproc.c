@@ -162,6 +162,9 @@ void lazyproc_ready(const struct cache *c, const char *digest)
 		log_warn("%s", e.msg);
 }
 
+/* The lock itself is not let go: it goes with the process, which ends
+ * next (the kernel closes a dying process's files after its memory is
+ * gone), so a gc that finds the lock free finds no server left either. */
 void lazyproc_leave(const struct cache *c, const char *digest, int lock)
 {
 	char name[DIGEST_STR_MAX];
@@ -171,7 +174,6 @@ void lazyproc_leave(const struct cache *c, const char *digest, int lock)
 	layer_name(digest, name);
 	drop(c, name, "ready");
 	drop(c, name, "pid");
-	close(lock);
 }
 
 /* ---- the puller's side ---- */
