@@ -862,6 +862,41 @@ static void finish_pre_stops(struct supervisor *s)
 	}
 }
 
+/* Units whose stop is under way when the agent stops: their monitors end
+ * them without the agent, but a run that ends after the agent has gone
+ * keeps its rootfs mount and cgroup until the next agent sweeps them. A
+ * stop with no grace left ends in milliseconds, so the loop waits a
+ * little for those monitors and sweeps what ends (a deleted pod and then
+ * the agent's stop leave nothing). Longer stops are the monitors' alone. */
+#define QUIT_STOP_WAIT_MS 1000
+
+static void finish_stops(struct supervisor *s)
+{
+	uint64_t end = s->ops->now() + QUIT_STOP_WAIT_MS * 1000000ull, now;
+	cleanup_free struct pollfd *p = xcalloc(s->n_units + 1, sizeof(*p));
+
+	while ((now = s->ops->now()) < end) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < s->n_units; i++)
+			if (s->units[i].phase == PH_STOPPING &&
+			    s->units[i].pidfd >= 0)
+				p[n++] = (struct pollfd){
+				    .fd = s->units[i].pidfd, .events = POLLIN};
+		if (!n || (poll(p, n, (int)((end - now) / 1000000) + 1) < 0 &&
+			   errno != EINTR))
+			break;
+		for (size_t k = 0; k < n; k++)
+			for (size_t i = 0; i < s->n_units && p[k].revents; i++)
+				if (s->units[i].pidfd == p[k].fd) {
+					unit_exited(s, &s->units[i]);
+					break;
+				}
+	}
+	drop_removed(s);
+	sweep_pod_cgroup(s);
+}
+
 /* Free heap back to the kernel once the loop has been quiet a while: what
  * a burst of specs, streams and status texts left free in malloc's arenas
  * is otherwise kept at its high-water mark (docs/agent.md "Soak"). Once
@@ -924,6 +959,7 @@ static void *sup_main(void *arg)
 			free(body);
 			spec_drop(spec);
 			finish_pre_stops(s);
+			finish_stops(s);
 			return NULL;
 		}
 		if (body)

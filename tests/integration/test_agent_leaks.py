@@ -274,6 +274,40 @@ def test_leaks_emptied_pod_removes_its_cgroups(agents, image):
     assert pod_cgroups(state)
 
 
+def test_leaks_agent_stopped_right_after_the_pod_is_deleted(agents, image):
+    """A pod deleted with no grace and the agent stopped at once (the
+    controller's or an operator's order of things): the agent's stop waits
+    a little for the monitors it just told to stop, and sweeps their runs,
+    so nothing of the pod is left for a next agent that may never come.
+    The monitor is held (SIGSTOP) from its unit's death until the agent's
+    stop has begun: a slow machine's timing, made certain."""
+    make, d = agents
+    state = os.path.join(d, "state")
+    a, c = make()
+    c.update_pod(pod_params("ns_leaks", units=[sh(image, "keep", "exec sleep 1000")],
+                            terminationGracePeriodSeconds=0))
+    wait_running(c, "keep")
+    st = read_json(os.path.join(state, "units", "keep", "1", "state.json"))
+    mon, pid = st["monitorPid"], st["containerPid"]
+    c.update_pod(pod_params("ns_leaks", terminationGracePeriodSeconds=0))
+    end = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.001)
+    os.kill(mon, signal.SIGSTOP)
+    held = alive(mon)
+    try:
+        a.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+    finally:
+        os.kill(mon, signal.SIGCONT)
+    assert a.stop() == 0, a.log()[-3000:]
+    if not held:
+        pytest.skip("the monitor had ended before it could be held")
+    assert not mounts_below(state), a.log()[-3000:]
+    assert not os.listdir(os.path.join(state, "units"))
+    assert not any(os.listdir(p) for p in pod_cgroups(state)), pod_cgroups(state)
+
+
 def file_fds(pid: int) -> collections.Counter:
     """The agent's descriptors by what they name, connections and pipes
     left out (they come and go with clients and children)."""
