@@ -82,4 +82,9 @@ bool payload_complete(const char *dir);
  * failed (retry). */
 int update_agent(const struct boot_opts *o, struct cerr *e);
 
+/* ---- growroot.c: --grow-root ---- */
+/* Off when env (CELL_BOOT_GROW_ROOT) is "0" or "off", or the kernel
+ * command line says cell.growroot=0 (or =off). */
+bool boot_grow_root_off(const char *env, const char *cmdline);
+
 #endif

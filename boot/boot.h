@@ -27,6 +27,7 @@ struct boot_opts {
 	const char *agent_version; /* the running agent's version */
 	const char *state_dir;	   /* where the update marker lives */
 	bool update_only;	   /* --source dir: only the version check */
+	bool grow_root;		   /* --grow-root: only that, at boot */
 	double timeout;		   /* seconds per metadata/SSM exchange */
 };
 
@@ -39,5 +40,8 @@ enum {
 };
 
 int boot_run(const struct boot_opts *o);
+/* --grow-root (growroot.c): the root partition and ext4 grown to the disk;
+ * always BOOT_EXIT_OK (a failure is logged as a warning). */
+int boot_grow_root(void);
 
 #endif

@@ -34,6 +34,10 @@ static void usage(FILE *f)
 	      "  --agent-path P --agent-version V --state-dir D\n"
 	      "                        the agent a self-update replaces\n"
 	      "  --update-only         only the version check\n"
+	      "  --grow-root           only grow the root partition and its\n"
+	      "                        ext4 to the disk (at boot; off with\n"
+	      "                        CELL_BOOT_GROW_ROOT=0 or the kernel's\n"
+	      "                        cell.growroot=0)\n"
 	      "  --timeout S           per exchange (10)\n"
 	      "  -v --verbose, -h --help, --version\n"
 	      "exit: 0 done, 1 not yet (retry), 2 usage, 3 agent updated\n",
@@ -61,6 +65,7 @@ static const struct cli_opt opts[] = {
     S("agent-version", agent_version),
     S("state-dir", state_dir),
     CLI_B("update-only", struct boot_opts, update_only),
+    CLI_B("grow-root", struct boot_opts, grow_root),
     {"timeout", CLI_ID_ARG, O_TIMEOUT},
     {"verbose", CLI_ID, 'v'},
     {"help", CLI_ID, 'h'},
@@ -168,6 +173,8 @@ int main(int argc, char **argv)
 	}
 	if (verbose)
 		log_init("cell-boot", LOG_DEBUG);
+	if (o.grow_root)
+		return boot_grow_root();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	rc = boot_run(&o);
 	curl_global_cleanup();

@@ -27,7 +27,7 @@
 #include "logread.h"
 #include "metrics.h"
 #include "pullproc.h"
-#include "rootresize.h"
+#include "rootgrow.h"
 #include "util.h"
 
 #define QUERY_VALUE_MAX 4096
@@ -619,25 +619,51 @@ static int h_deploy(struct api *a, struct mg_connection *c,
 	return reply_text(c, 200, "");
 }
 
+/* Kip calls resizevolume right after the cloud resized the volume, and
+ * the kernel may not have seen the new size yet: then there is nothing
+ * to grow, and growing again a moment later works. So, as Itzo did, the
+ * partition is tried up to 30 times and a whole-disk filesystem up to 15,
+ * a second apart (CELL_AGENT_RESIZE_INTERVAL_MS), until one grows. A call
+ * with truly nothing to grow takes that long and still succeeds. Only the
+ * calling API worker waits; every other request is served meanwhile. */
+static unsigned resize_interval_ms(void)
+{
+	const char *v = getenv("CELL_AGENT_RESIZE_INTERVAL_MS");
+	struct cerr e = {0};
+	int64_t ms;
+
+	if (v && parse_int64(v, 0, 60000, &ms, &e) == 0)
+		return (unsigned)ms;
+	return 1000;
+}
+
 static int h_resize(struct api *a, struct mg_connection *c,
 		    const struct route *r)
 {
-	struct resize_opts o = {
+	struct rootgrow_opts o = {
 	    .root_device = getenv("CELL_AGENT_ROOT_DEVICE"),
 	    .root_mount = getenv("CELL_AGENT_ROOT_MOUNT"),
 	    .tool = getenv("CELL_AGENT_PARTITION_TOOL"),
+	    .part_tries = 30,
+	    .fs_tries = 15,
+	    .interval_ms = resize_interval_ms(),
 	};
+	struct rootgrow_result res;
 	struct cerr e = {0};
 	struct buf log;
 	int status;
 
 	buf_init(&log, 64 * 1024);
 	pthread_mutex_lock(&a->resize_mu);
-	if (resize_root(&o, &log, &e) < 0) {
+	if (rootgrow(&o, &res, &log, &e) < 0) {
 		/* The request is fine; the cell could not do it. */
 		e.code = EIO;
 		status = reply_err(c, &e);
 	} else {
+		log_info("resizevolume: %s: %s from %llu to %llu MiB", res.part,
+			 res.fs_grown ? "grown" : "nothing to grow",
+			 (unsigned long long)(res.fs_before >> 20),
+			 (unsigned long long)(res.fs_after >> 20));
 		status = reply(c, 200, "text/plain; charset=utf-8",
 			       log.data ? log.data : "", log.len);
 	}

@@ -34,6 +34,12 @@ ln -sf /proc/self/fd/2 /dev/stderr
 hostname -F /etc/hostname
 say "mounts done"
 
+# The root partition and its ext4 grown to the disk (a cell's volume is
+# mostly larger than the image's 1 GiB root), before user data and pulls
+# use it. One line, never a failed boot; cell.growroot=0 turns it off.
+grown=$(cell-boot --grow-root 2>&1)
+say "${grown#cell-boot: }"
+
 # The modules of /etc/modules-load.d (the NICs a cloud gives, overlay, veth,
 # the netfilter modules libiptc does not load itself); anything else is
 # loaded on demand by the kernel through /sbin/modprobe.

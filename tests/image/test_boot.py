@@ -168,13 +168,17 @@ class Guest:
     """One qemu (KVM or TCG, one CPU) booting a copy-on-write overlay of the image,
     its serial console in a file, the agent's port forwarded to loopback."""
 
-    def __init__(self, d: str, disk: str, seed_img: str, pki: str, arch: str = "amd64"):
+    def __init__(self, d: str, disk: str, seed_img: str, pki: str, arch: str = "amd64",
+                 disk_mib: int = 0):
         self.port = free_port()
         self.pki = pki
         self.console = os.path.join(d, "console.log")
         overlay = os.path.join(d, "disk-image.qcow2")
+        # disk_mib: a disk larger than the image, as Kip launches cells
+        # (its 5Gi default volume under our 1 GiB root): the overlay's
+        # virtual size, grown at no cost (qcow2 allocates on write).
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", disk, "-F", "qcow2",
-                        overlay], check=True)
+                        overlay, *([f"{disk_mib}M"] if disk_mib else [])], check=True)
         if arch == "arm64":
             if not os.path.isfile(AARCH64_FIRMWARE):
                 pytest.fail(f"{AARCH64_FIRMWARE} missing: run scripts/deps.sh", pytrace=False)
@@ -375,7 +379,8 @@ def run_pod(g: Guest, tmp: str, reg: str) -> float:
 
 
 def boot_and_run(name: str, tmp_path, registry, guests, cloud_init: str = "",
-                 share=None, arch: str = "amd64", label: str = "") -> Guest:
+                 share=None, arch: str = "amd64", label: str = "",
+                 disk_mib: int = 0) -> Guest:
     """share: nfs_share's function; the pod's image then runs from the
     NFS share, not one blob fetched from the registry. arch arm64: the pod's
     image is a multi-arch index (amd64 and arm64 busybox), of which the
@@ -394,7 +399,7 @@ def boot_and_run(name: str, tmp_path, registry, guests, cloud_init: str = "",
     reg = f"{GUEST_HOST}:{registry.port}"
     cc = share(registry.ref("t/bb", "v1")) if share else ""
     ud, pki = user_data(str(tmp_path), reg, cloud_init, cc)
-    g = Guest(str(tmp_path), image(name), seed(str(tmp_path), ud), pki, arch)
+    g = Guest(str(tmp_path), image(name), seed(str(tmp_path), ud), pki, arch, disk_mib)
     guests.append(g)
     t_pong = g.wait_pong()
     print(f"\nTIME pong {label} {t_pong:.1f}")
@@ -441,7 +446,18 @@ def test_lean_image_boots_and_runs_a_pod(tmp_path, registry, guests, nfs_share):
     left keeps running, never restarted."""
     ci = tmp_path / "kill-agent.cloud-config"
     ci.write_text(KILL_AGENT + NFS_WATCH)
-    g = boot_and_run("cell-lean", tmp_path, registry, guests, str(ci), nfs_share)
+    g = boot_and_run("cell-lean", tmp_path, registry, guests, str(ci), nfs_share,
+                     disk_mib=2048)
+    # A 2 GiB disk under the 1 GiB image: rc.boot's cell-boot --grow-root
+    # grew the partition and the mounted ext4 (EXT4_IOC_RESIZE_FS: the
+    # lean image has no resize2fs), and a pod's rootfs (the overlay's
+    # upper on the cell's root) sees the space.
+    grown = [x for x in g.log(20000).splitlines() if "root grown from" in x]
+    assert grown, f"no 'root grown' line:\n{g.log()}"
+    print(f"cell-lean: {grown[0].strip()}")
+    df = cellctl("exec", *g.cell, "--", "/bin/busybox", "df", "-m", "/").stdout
+    size_mib = int(df.splitlines()[-1].split()[1])
+    assert size_mib > 1500, df
     before = json.loads(cellctl("status", *g.cell, "-o", "json").stdout)
     cellctl("exec", *g.cell, "--", "/bin/busybox", "touch", "/trigger/kill-agent")
     deadline = time.monotonic() + 60

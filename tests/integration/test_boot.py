@@ -905,3 +905,73 @@ def test_custom_image_cloud_config_installs_the_release(release, tmp_path, good)
             assert not os.path.exists(installed)
     finally:
         web.close()
+
+
+# ---------------------------------------------------------------------------
+# cell-boot --grow-root: the root grown to the disk at boot
+
+
+def grow_root(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([need(BOOT), "--grow-root", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **env})
+
+
+def test_grow_root_at_boot(tmp_path):
+    """The boot step on a loop device (CELL_AGENT_ROOT_DEVICE): one try,
+    one line, exit 0 whatever happens. Unmounted here (the offline path:
+    e2fsck and resize2fs), then again with nothing to grow (quick: the
+    superblock says so), off by CELL_BOOT_GROW_ROOT=0, and a bad device
+    (a warning, exit 0)."""
+    from test_agent_api import ext4_bytes, grown_disk, part_sectors
+    if os.geteuid() != 0:
+        pytest.fail("--grow-root needs root (loop devices)")
+    with grown_disk(tmp_path, mbr=True) as (dev, part, name, before):
+        env = {"CELL_AGENT_ROOT_DEVICE": part}
+        off = grow_root({**env, "CELL_BOOT_GROW_ROOT": "0"})
+        assert off.returncode == 0 and "root grow: off" in off.stderr, off
+        assert ext4_bytes(part) == before and part_sectors(name) * 512 < 40 << 20
+        r = grow_root(env)
+        assert r.returncode == 0, r
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "root grown from 31 to 159 MiB" in lines[0], r.stderr
+        assert part_sectors(name) * 512 > 150 << 20
+        assert ext4_bytes(part) > 4 * before
+        t0 = time.monotonic()
+        r = grow_root(env)
+        took = time.monotonic() - t0
+        assert r.returncode == 0 and "root: nothing to grow (159 MiB" in r.stderr, r
+        assert took < 2, took
+        print(f"\nnothing to grow: {took * 1000:.0f} ms")
+    r = grow_root({"CELL_AGENT_ROOT_DEVICE": "/dev/null"})
+    assert r.returncode == 0 and "warning: root not grown" in r.stderr, r
+
+
+def test_grow_root_at_boot_mounted(tmp_path):
+    """The cell's case: the partition mounted (through CELL_AGENT_ROOT_MOUNT,
+    as "/" on a cell), no resize2fs nor e2fsck. The partition grows; the
+    ext4 through EXT4_IOC_RESIZE_FS, or, where the machine lacks
+    CAP_SYS_RESOURCE, a warning that says so and exit 0 (the boot goes
+    on)."""
+    from test_agent_api import NO_E2FSPROGS, ext4_bytes, grown_disk, has_cap_sys_resource, \
+        part_sectors
+    if os.geteuid() != 0:
+        pytest.fail("--grow-root needs root (loop devices)")
+    mnt = str(tmp_path / "mnt")
+    os.makedirs(mnt)
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    with grown_disk(tmp_path, mbr=True, mount=mnt) as (dev, part, name, before):
+        r = subprocess.run([*NO_E2FSPROGS, need(BOOT), "--grow-root"], capture_output=True,
+                           text=True, timeout=60,
+                           env={**os.environ, "CELL_AGENT_ROOT_MOUNT": mnt,
+                                "TMPDIR": str(tmp)})
+        assert r.returncode == 0, r
+        assert part_sectors(name) * 512 > 150 << 20, r.stderr
+        if has_cap_sys_resource():
+            assert "root grown from 31 to 159 MiB" in r.stderr, r.stderr
+            st = os.statvfs(mnt)
+            assert st.f_blocks * st.f_frsize > 120 << 20
+        else:
+            assert "root not grown" in r.stderr and "CAP_SYS_RESOURCE" in r.stderr, r.stderr
+            assert ext4_bytes(part) == before
+            print("\nno CAP_SYS_RESOURCE here: the ioctl was refused (a warning, exit 0)")

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The built-in MBR/GPT editor behind resizevolume: grows one partition to
- * the end of its disk (or to the next partition), GPT's backup header and
- * CRCs included. */
+/* The built-in MBR/GPT editor behind rootgrow.c (the agent's resizevolume,
+ * cell-boot --grow-root): grows one partition to the end of its disk (or
+ * to the next partition), GPT's backup header and CRCs included. */
 #include "parttable.h"
 
 #include <errno.h>

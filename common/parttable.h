@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* A small MBR/GPT partition-table editor: enough to grow one partition
- * to the end of its disk, as growpart would (rootresize.c's built-in
+ * to the end of its disk, as growpart would (rootgrow.c's built-in
  * fallback). Pure: works on an open fd, knows nothing of mounts. */
 #ifndef CELL_PARTTABLE_H
 #define CELL_PARTTABLE_H
