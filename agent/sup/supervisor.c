@@ -642,11 +642,11 @@ static char *status_text(struct supervisor *s, const char *ip)
 {
 	struct pod_status ps = {0};
 	size_t n = s->n_units + s->spec.n_units + s->spec.n_init_units + 1;
-	/* The status describes the spec in force (issue 18), so a unit a
-	 * new spec removed is gone from it at once. A deleted pod (a spec
-	 * with no unit at all) has nothing else to describe: its units stay,
-	 * running, until their process is gone, as a kubelet reports a
-	 * terminating pod's containers (issue 31). */
+	/* The status describes the spec in force (issue 18); a unit a new
+	 * spec removed, or the units of a deleted pod (a spec with no unit
+	 * at all), stay in it, running, until their process is gone, as a
+	 * kubelet reports a terminating container (issue 31). A pod restart
+	 * lists the new spec's units only (fill_restarting). */
 	bool deleted = s->has_spec && !s->spec.n_units && !s->spec.n_init_units;
 	char *text;
 
@@ -657,7 +657,7 @@ static char *status_text(struct supervisor *s, const char *ip)
 	for (size_t i = 0; i < s->n_units && (!s->pod_restarting || deleted);
 	     i++) {
 		const struct unit_rec *u = &s->units[i];
-		if (u->removed && !(deleted && active(u)))
+		if (u->removed && !active(u))
 			continue;
 		if (u->is_init)
 			fill_status(u, &ps.init_units[ps.n_init_units++]);

@@ -206,6 +206,31 @@ def test_hook_then_term(cell, image, tmp_path, hook_server, how, kind):
         c.wait_status(lambda s: "u" not in units_by_name(s), timeout=20)
 
 
+def test_removed_unit_stays_in_status_until_gone(cell, image, tmp_path):
+    """A unit a new spec removes, beside one that stays: listed (running)
+    while its hook and stop run, as a kubelet lists a terminating
+    container, and gone from the status once its process is."""
+    grace = 4
+    out = tmp_path / "out"
+    out.mkdir()
+    a, c = cell()
+    keep = sh(image, "keep", "exec sleep 1000")
+    c.update_pod(spec(out, [keep, hooked(image, "u", exec_hook(2))], grace))
+    c.wait_status(lambda s: all("running" in state_of(s, n) for n in ("keep", "u")),
+                  timeout=60)
+    pid = container_pid(a, "u")
+    t0 = uptime()
+    c.update_pod(spec(out, [keep], grace))
+    wait_for_hook = time.monotonic() + 10
+    while not any(e == "hook" for e, _ in trace(out)) and time.monotonic() < wait_for_hook:
+        time.sleep(0.05)
+    assert alive(pid), "stopped before its preStop hook ended"
+    assert "running" in state_of(c.status(), "u"), c.status()
+    wait_gone(pid, t0 + grace + SLACK)
+    c.wait_status(lambda s: "u" not in units_by_name(s), timeout=20)
+    assert "running" in state_of(c.status(), "keep")
+
+
 # ---- SIGKILL at the grace's end ----
 
 def test_deleted_pod_kills_at_the_grace_end(cell, image, tmp_path):
