@@ -505,10 +505,17 @@ def test_lean_arm64_image_boots_and_runs_a_pod(tmp_path, registry, guests):
 
 
 def test_cell_image_boots_and_runs_a_pod(tmp_path, registry, guests, nfs_share):
-    """Its image from the shared image cache on NFS, as on the lean image."""
+    """Its image from the shared image cache on NFS, as on the lean image;
+    on a 2 GiB disk, grown by cell-cloudinit.service's ExecStartPre
+    (cell-boot --grow-root, before the user data and the agent)."""
     ci = tmp_path / "nfs-watch.cloud-config"
     ci.write_text("#cloud-config\nruncmd:\n" + NFS_WATCH)
-    boot_and_run("cell-debian", tmp_path, registry, guests, str(ci), nfs_share)
+    g = boot_and_run("cell-debian", tmp_path, registry, guests, str(ci), nfs_share,
+                     disk_mib=2048)
+    df = cellctl("exec", *g.cell, "--", "/bin/busybox", "df", "-m", "/").stdout
+    size_mib = int(df.splitlines()[-1].split()[1])
+    assert size_mib > 1500, df
+    print(f"cell-debian: the pod's / has {size_mib} MiB on a 2 GiB disk")
 
 
 def release() -> str:
