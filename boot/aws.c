@@ -130,8 +130,10 @@ static int parse_time(const char *s, time_t *out)
 		end += strspn(end + 1, "0123456789") + 1;
 	if (strcmp(end, "Z") != 0 && strcmp(end, "+00:00") != 0)
 		return -1;
+	/* 0 is "never" (keys from the environment): an expiry at or before
+	 * the epoch is no expiry a document can mean. */
 	*out = timegm(&tm);
-	return 0;
+	return *out > 0 ? 0 : -1;
 }
 
 int aws_creds_parse(const char *json, size_t len, struct aws_creds *c,

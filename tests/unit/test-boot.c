@@ -94,6 +94,10 @@ static void test_creds(void)
 	aws_creds_free(&c);
 	ok(aws_creds_parse("{\"Code\":\"Failed\"}", 17, &c, &e) < 0,
 	   "a failed Code");
+	doc = "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\",\"Token\":"
+	      "\"TK\",\"Expiration\":\"1970-01-01T00:00:00Z\"}";
+	ok(aws_creds_parse(doc, strlen(doc), &c, &e) < 0,
+	   "an expiry at the epoch is refused (0 means never)");
 }
 
 static void test_xml(void)
